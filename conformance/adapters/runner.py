@@ -1,0 +1,195 @@
+"""Start an engine's plan adapter as a subprocess and collect one observation per case.
+
+Contract: `plan_cases(engine, cases)` returns exactly one schema-valid observation per case, in
+case order, whatever the adapter process does. A crash, a hang past its timeout, an OOM kill,
+non-JSON or schema-invalid output, or an exit with nothing written each become an `error`
+observation with the cause and the tail of the process's log; the remaining cases are planned
+in a fresh process. `on_observation` is called as each observation arrives, so callers can
+flush results to disk while the engine is still working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from conformance import observation, paths
+from conformance.cases import Case
+from conformance.engines import EngineSpec, get_engine
+
+LOG_TAIL_LINES = 25
+POLL_S = 0.1
+
+OnObservation = Callable[[dict[str, Any]], None]
+
+
+def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return "\n".join(lines[-n:]) or "(log is empty)"
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {code}"
+
+
+def _process_env(spec: EngineSpec) -> dict[str, str]:
+    if spec.kind == "oracle":
+        from conformance.envs import oracle_process_env
+
+        return oracle_process_env(spec)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _engine_version(spec: EngineSpec) -> str:
+    return spec.version_pin or "unknown"
+
+
+class _Chunk:
+    """One adapter process over a list of cases."""
+
+    def __init__(self, spec: EngineSpec, cases: Sequence[Case], workdir: Path, index: int,
+                 python: Path, argv_prefix: Sequence[str] | None = None):
+        self.spec, self.cases, self.index = spec, list(cases), index
+        self.cases_file = workdir / f"{spec.name}-{index}.cases.json"
+        self.out_file = workdir / f"{spec.name}-{index}.obs.jsonl"
+        self.log_file = workdir / f"{spec.name}-{index}.log"
+        self.cases_file.write_text(json.dumps([c.to_json() for c in self.cases]))
+        self.out_file.write_text("")
+        self.argv = list(argv_prefix or [str(python), "-m", "conformance.probe", "--adapter", spec.plan_module]) + [
+            "--cases", str(self.cases_file), "--out", str(self.out_file)]
+
+
+def _fail(spec: EngineSpec, case: Case, message: str) -> dict[str, Any]:
+    return observation.failed(case.id, spec.name, _engine_version(spec), "plan", case.spec["device"], "error", message)
+
+
+def _accept_line(spec: EngineSpec, case: Case, line: str, source: str) -> dict[str, Any]:
+    try:
+        obs = json.loads(line)
+    except json.JSONDecodeError as exc:
+        return _fail(spec, case, f"{source}: adapter wrote a line that is not JSON ({exc.msg}): {line[:200]!r}")
+    try:
+        observation.validate(obs, source)
+    except observation.ObservationError as exc:
+        return _fail(spec, case, f"adapter wrote a schema-invalid observation:\n{exc}")
+    if obs.get("case_id") != case.id:
+        return _fail(spec, case, f"{source}: adapter answered case {obs.get('case_id')!r} where {case.id!r} was due")
+    return obs
+
+
+def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any]], list[Case]]:
+    """Run one process. Returns (observations in order, cases left unplanned after a fault)."""
+    spec = chunk.spec
+    results: list[dict[str, Any]] = []
+    with chunk.log_file.open("w") as log:
+        log.write(f"$ {' '.join(chunk.argv)}\n")
+        log.flush()
+        try:
+            proc = subprocess.Popen(chunk.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=_process_env(spec), cwd=str(paths.REPO_ROOT), start_new_session=True)
+        except OSError as exc:
+            obs = [_fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
+            for o in obs:
+                on_obs(o)
+            return obs, []
+    deadline = time.monotonic() + spec.startup_timeout_s + spec.per_case_timeout_s
+    offset, pending = 0, ""
+    timed_out = False
+    with chunk.out_file.open() as out:
+        while True:
+            rc = proc.poll()
+            pending += out.read()
+            while "\n" in pending and len(results) < len(chunk.cases):
+                line, pending = pending.split("\n", 1)
+                if not line.strip():
+                    continue
+                case = chunk.cases[len(results)]
+                obs = _accept_line(spec, case, line, f"{spec.name} adapter ({chunk.out_file.name} line {len(results) + 1})")
+                results.append(obs)
+                on_obs(obs)
+                deadline = time.monotonic() + spec.per_case_timeout_s
+            if rc is not None or len(results) == len(chunk.cases):
+                break
+            if time.monotonic() > deadline:
+                timed_out = True
+                break
+            time.sleep(POLL_S)
+    if timed_out or proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    rc = proc.wait()
+    if len(results) == len(chunk.cases):
+        return results, []
+    culprit = chunk.cases[len(results)]
+    if timed_out:
+        why = f"timed out: no observation within {spec.per_case_timeout_s:.0f} s (killed)"
+    elif rc == 0:
+        why = "adapter process exited 0 without writing an observation for this case"
+    elif rc == 3:
+        why = "adapter could not be loaded in the engine's environment"
+    else:
+        why = f"adapter process {_describe_exit(rc)} while planning this case"
+    if pending.strip():
+        why += f"; unterminated output: {pending.strip()[:200]!r}"
+    obs = _fail(spec, culprit, f"{why}\n--- last lines of {chunk.log_file} ---\n{_tail(chunk.log_file)}")
+    results.append(obs)
+    on_obs(obs)
+    rest = chunk.cases[len(results):]
+    if rc == 3:  # loading fails the same way for every case
+        for c in rest:
+            o = _fail(spec, c, f"{why}\n--- last lines of {chunk.log_file} ---\n{_tail(chunk.log_file)}")
+            results.append(o)
+            on_obs(o)
+        rest = []
+    return results, rest
+
+
+def plan_cases(engine: str | EngineSpec, cases: Sequence[Case], on_observation: OnObservation | None = None,
+               log_dir: Path | None = None, argv_prefix: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Plan every case on one engine. `argv_prefix` replaces the probe command (fault-injection tests)."""
+    spec = get_engine(engine) if isinstance(engine, str) else engine
+    on_obs = on_observation or (lambda o: None)
+    if not cases:
+        return []
+    workdir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_logs_root()))
+    workdir.mkdir(parents=True, exist_ok=True)
+    python = spec.python if argv_prefix is None else Path(os.sys.executable)
+    per_proc = spec.max_cases_per_process or len(cases)
+    todo = list(cases)
+    results: list[dict[str, Any]] = []
+    index = 0
+    while todo:
+        batch, todo = todo[:per_proc], todo[per_proc:]
+        chunk = _Chunk(spec, batch, workdir, index, python, argv_prefix)
+        index += 1
+        got, rest = _run_chunk(chunk, on_obs)
+        results += got
+        todo = list(rest) + todo
+    return results
+
+
+def _logs_root() -> Path:
+    root = paths.cache_dir() / "logs"
+    root.mkdir(parents=True, exist_ok=True)
+    return root

@@ -1,0 +1,163 @@
+"""Oracle environments: one pinned, cached virtualenv per (engine, version).
+
+Contract: `install(spec)` leaves `<cache>/oracles/<engine>-<version>/` with the pinned
+release importable at exactly that version, `pip check` clean, and a marker file
+`conformance-env.json` recording what was verified; it is a no-op when the marker is present
+and the interpreter still runs. The project itself is not installed there: the probe runs
+with the checkout on PYTHONPATH, so the oracle process always runs this checkout's adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from conformance import paths
+from conformance.engines import ENGINES, ORACLES, PROBE_REQUIREMENTS, EngineSpec, get_engine
+from conformance.errors import OracleEnvError
+
+MARKER = "conformance-env.json"
+
+
+@dataclass(frozen=True)
+class OracleEnv:
+    engine: str
+    version: str
+    path: Path
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+    @property
+    def marker(self) -> Path:
+        return self.path / MARKER
+
+    def state(self) -> str:
+        """missing | ready | incomplete (a venv without a verified marker: a build that did not finish)."""
+        if not self.path.exists():
+            return "missing"
+        if self.marker.is_file() and self.python.exists():
+            return "ready"
+        return "incomplete"
+
+
+def oracle_env(spec: EngineSpec) -> OracleEnv:
+    if spec.kind != "oracle" or not spec.version_pin:
+        raise OracleEnvError(f"{spec.name} is not an oracle with a pinned version")
+    return OracleEnv(spec.name, spec.version_pin, paths.oracle_envs_dir() / f"{spec.name}-{spec.version_pin}")
+
+
+def oracle_process_env(spec: EngineSpec) -> dict[str, str]:
+    """Environment for any process of an oracle: offline, and every cache pointed at the project's."""
+    home = paths.oracle_home_dir(spec.name, spec.version_pin or "unpinned")
+    home.mkdir(parents=True, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONHOME"))}
+    env.update({
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "VLLM_CACHE_ROOT": str(home / ".cache" / "vllm"),
+        "HF_HOME": str(home / ".cache" / "huggingface"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "DO_NOT_TRACK": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "SGLANG_DISABLE_REQUEST_LOGGING": "1",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONPATH": str(paths.REPO_ROOT),
+        "PIP_NO_CACHE_DIR": "1",
+    })
+    env.update(spec.extra_env)
+    return env
+
+
+def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    with log.open("a") as fh:
+        fh.write(f"\n$ {' '.join(argv)}\n")
+        fh.flush()
+        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
+
+
+def _tail(path: Path, n: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def installed_version(env: OracleEnv, module: str | None = None) -> str:
+    """The version the venv's interpreter imports (not what pip metadata claims)."""
+    module = module or env.engine
+    out = subprocess.run(
+        [str(env.python), "-c", f"import {module}, sys; sys.stdout.write({module}.__version__)"],
+        capture_output=True, text=True, env=oracle_process_env(get_engine(env.engine)), timeout=300, check=False,
+    )
+    if out.returncode != 0:
+        raise OracleEnvError(f"{env.path}: `import {module}` failed:\n{out.stderr.strip()[-2000:]}")
+    return out.stdout.strip()
+
+
+def install(spec: EngineSpec, progress: Callable[[str], None] = lambda m: None, force: bool = False) -> OracleEnv:
+    """Build (or reuse) the pinned venv of an oracle. Raises OracleEnvError with the log tail on failure."""
+    env = oracle_env(spec)
+    if env.state() == "ready" and not force:
+        return env
+    env.path.parent.mkdir(parents=True, exist_ok=True)
+    log = env.path.parent / f"{env.path.name}.build.log"
+    log.write_text(f"building {spec.name}=={spec.version_pin} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    reuse = env.state() == "incomplete" and env.python.exists() and not force
+    if not reuse:
+        shutil.rmtree(env.path, ignore_errors=True)
+        progress(f"{spec.name}: creating venv {env.path}")
+        if _run([sys.executable, "-m", "venv", str(env.path)], log).returncode != 0:
+            raise OracleEnvError(f"{spec.name}: venv creation failed; see {log}:\n{_tail(log)}")
+    pip = [str(env.python), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check"]
+    progress(f"{spec.name}: pip install {' '.join(spec.pip_requirements)} (about 4 minutes when not cached)")
+    if _run(pip + list(spec.pip_requirements), log).returncode != 0:
+        raise OracleEnvError(f"{spec.name}: pip install failed; see {log}:\n{_tail(log)}")
+    probe_check = subprocess.run([str(env.python), "-c", "import jsonschema, yaml"], capture_output=True, check=False)
+    if probe_check.returncode != 0:
+        progress(f"{spec.name}: adding the probe's own needs {' '.join(PROBE_REQUIREMENTS)}")
+        if _run(pip + list(PROBE_REQUIREMENTS), log).returncode != 0:
+            raise OracleEnvError(f"{spec.name}: probe requirements failed; see {log}:\n{_tail(log)}")
+    progress(f"{spec.name}: verifying (pip check, imported version)")
+    check = _run([str(env.python), "-m", "pip", "check"], log)
+    pip_check = "clean" if check.returncode == 0 else _tail(log, 10)
+    version = installed_version(env)
+    if version != spec.version_pin:
+        raise OracleEnvError(f"{spec.name}: pinned {spec.version_pin} but the venv imports {version}")
+    env.marker.write_text(json.dumps({
+        "engine": spec.name, "version": version, "requirements": list(spec.pip_requirements),
+        "pip_check": pip_check, "python": sys.version.split()[0],
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }, indent=2) + "\n")
+    return env
+
+
+def ensure(name: str, progress: Callable[[str], None] = lambda m: None) -> OracleEnv:
+    return install(get_engine(name), progress)
+
+
+def list_envs() -> list[dict[str, str]]:
+    rows = []
+    for name in ORACLES:
+        env = oracle_env(ENGINES[name])
+        info = {}
+        if env.marker.is_file():
+            try:
+                info = json.loads(env.marker.read_text())
+            except (OSError, json.JSONDecodeError):
+                info = {}
+        rows.append({
+            "engine": name, "version": env.version, "path": str(env.path), "state": env.state(),
+            "pip_check": str(info.get("pip_check", "")).splitlines()[0] if info.get("pip_check") else "",
+        })
+    return rows
