@@ -111,6 +111,15 @@ def install(spec: EngineSpec, progress: Callable[[str], None] = lambda m: None, 
     if env.state() == "ready" and not force:
         return env
     env.path.parent.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    with FileLock(str(env.path.parent / f"{env.path.name}.lock")):  # parallel test workers build once
+        if env.state() == "ready" and not force:
+            return env
+        return _build(spec, env, progress, force)
+
+
+def _build(spec: EngineSpec, env: OracleEnv, progress: Callable[[str], None], force: bool) -> OracleEnv:
     log = env.path.parent / f"{env.path.name}.build.log"
     log.write_text(f"building {spec.name}=={spec.version_pin} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
     reuse = env.state() == "incomplete" and env.python.exists() and not force

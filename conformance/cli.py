@@ -1,0 +1,58 @@
+"""`conformance` command line. Each subcommand lives in `conformance/commands/<name>.py` and
+exposes `NAME`, `HELP`, `add_arguments(parser)` and `run(args) -> int`.
+
+User errors (`ConformanceError`) print their message and exit 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from conformance.errors import ConformanceError
+
+COMMAND_MODULES = (
+    "conformance.commands.cases",
+    "conformance.commands.plan",
+    "conformance.commands.envs",
+    "conformance.commands.run",
+    "conformance.commands.report",
+    "conformance.commands.ladder",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="conformance", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # a command not built yet
+                continue
+            raise
+        p = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except ConformanceError as exc:
+        print(f"conformance {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"conformance {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

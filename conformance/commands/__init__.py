@@ -1,0 +1,1 @@
+"""Subcommands of the `conformance` CLI, one module each."""

@@ -1,0 +1,48 @@
+"""`conformance plan --engine E --case C`: one engine's plan-mode observation(s), as JSON on stdout.
+
+Exit status: 0 when every observation is ok or refused (a refusal is data), 1 when any is an
+error, 2 for a bad case, engine or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from conformance.adapters.runner import plan_cases
+from conformance.cases import find_case
+from conformance.engines import ENGINES, get_engine
+
+NAME = "plan"
+HELP = "plan cases on one engine and print the observations (JSON)"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", required=True, help=f"one of: {', '.join(ENGINES)}")
+    p.add_argument("--case", action="append", required=True, help="case id or path to a case file (repeatable)")
+    p.add_argument("--out", type=Path, help="also write the observations here (JSON lines)")
+    p.add_argument("--log-dir", type=Path, help="keep the adapter's logs here")
+
+
+def run(args: argparse.Namespace) -> int:
+    spec = get_engine(args.engine)
+    cases = [find_case(ref) for ref in args.case]
+    if spec.kind == "oracle":
+        from conformance.envs import install
+
+        install(spec, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    observations = plan_cases(spec, cases, log_dir=args.log_dir)
+    doc = observations[0] if len(observations) == 1 else observations
+    print(json.dumps(doc, indent=2, sort_keys=True))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        with args.out.open("a") as fh:
+            for o in observations:
+                fh.write(json.dumps(o, sort_keys=True) + "\n")
+    for o in observations:
+        if o["status"] == "error":
+            print(f"conformance plan: {o['engine']['name']} failed on {o['case_id']}: {o['message'].splitlines()[0]}",
+                  file=sys.stderr)
+    return 1 if any(o["status"] == "error" for o in observations) else 0
