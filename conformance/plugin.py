@@ -41,6 +41,22 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
     config.pluginmanager.register(_VerdictCollector(config), "dflash-conformance-verdicts")
+    _pin_worker_gpu(config)
+
+
+def _pin_worker_gpu(config: pytest.Config) -> None:
+    """With `-m gpu -n N`, give xdist worker gwK the K-th visible GPU (before CUDA initialises)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    markexpr = config.getoption("markexpr", "") or ""
+    if not worker or "gpu" not in markexpr or "not gpu" in markexpr:
+        return
+    from conformance.gpu_pinning import device_for_worker, nvidia_smi_count, visible_gpus
+
+    visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), nvidia_smi_count())
+    if not visible:
+        return  # no GPU: the gpu tests skip themselves
+    num_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    os.environ["CUDA_VISIBLE_DEVICES"] = device_for_worker(worker, visible, num_workers)
 
 
 def _all_cases(config: pytest.Config) -> dict[str, Case]:
