@@ -1,0 +1,151 @@
+"""The SGLang 0.5.23 plan adapter, through the real subprocess path (`runner.plan_cases`).
+
+One SGLang process plans every shipped case, then A, B, A again (isolation), plus two cases
+written here (a method SGLang lacks, and the gpu_memory_utilization form): ~15 s, ~1.5 GB.
+Expected numbers come from SGLang's own code (the observation) checked against independent
+arithmetic on the shapes' config.json, never from constants typed here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance import observation, paths
+from conformance.cases import load_all, load_case
+from conformance.engines import get_engine
+
+pytestmark = pytest.mark.oracle
+
+ISOLATION_A = "tiny-sglang-mamba-cap"
+ISOLATION_B = "seed-unified-pool-c32-k8"
+
+
+def _oracle_ready() -> bool:
+    from conformance.envs import oracle_env
+
+    return oracle_env(get_engine("sglang")).state() == "ready"
+
+
+def _variant(tmp: Path, base: str, new_id: str, mutate) -> Path:
+    doc = yaml.safe_load((paths.cases_dir() / f"{base}.yaml").read_text())
+    doc["id"] = new_id
+    mutate(doc)
+    out = tmp / f"{new_id}.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory) -> dict:
+    if not _oracle_ready():
+        pytest.skip("the sglang-0.5.23 oracle venv is not built (python -m conformance.envs install sglang)")
+    from conformance.adapters.runner import plan_cases
+
+    tmp = tmp_path_factory.mktemp("sglang-cases")
+    shipped = load_all()
+    by_id = {c.id: c for c in shipped}
+    lacking = load_case(_variant(tmp, "tiny-dflash-c4-k8", "tmp-pard", lambda d: d["speculative"].update(method="pard")))
+    util = load_case(_variant(tmp, "tiny-dflash-c4-k8", "tmp-util",
+                              lambda d: d.update(memory={"gpu_memory_utilization": 0.9})))
+    order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], lacking, util]
+    obs = plan_cases("sglang", order)
+    assert len(obs) == len(order)
+    return {"cases": by_id, "shipped": obs[: len(shipped)], "repeat_b": obs[len(shipped)],
+            "repeat_a": obs[len(shipped) + 1], "lacking": obs[-2], "util": obs[-1]}
+
+
+def _by_id(planned: dict, case_id: str) -> dict:
+    return next(o for o in planned["shipped"] if o["case_id"] == case_id)
+
+
+def test_every_shipped_case_is_ok_or_refused(planned):
+    for obs in planned["shipped"]:
+        assert obs["status"] in ("ok", "refused"), f"{obs['case_id']}: {obs['message']}"
+        observation.validate(obs, obs["case_id"])
+        assert obs["engine"]["version"] == "0.5.23"
+
+
+def test_replanning_a_after_b_is_byte_identical(planned):
+    first_a = observation.strip_volatile(_by_id(planned, ISOLATION_A))
+    again_a = observation.strip_volatile(planned["repeat_a"])
+    assert json.dumps(first_a, sort_keys=True) == json.dumps(again_a, sort_keys=True)
+    first_b = observation.strip_volatile(_by_id(planned, ISOLATION_B))
+    assert json.dumps(first_b, sort_keys=True) == json.dumps(observation.strip_volatile(planned["repeat_b"]), sort_keys=True)
+
+
+def test_mamba_state_cache_caps_running_requests(planned):
+    obs = _by_id(planned, ISOLATION_A)
+    budget, pool = obs["budget"], obs["memory"]["pool"]
+    assert obs["status"] == "ok"
+    assert budget["max_active_seqs"] < budget["max_num_seqs"]
+    slots = obs["memory"]["per_sequence"]["state_slots"]
+    # SGLang's own rule, recomputed from the numbers it reported: slots // slots-per-request.
+    assert budget["max_active_seqs"] == pool["max_mamba_cache_size"] // slots
+    assert f"capped to {budget['max_active_seqs']} by the mamba state cache" in obs["message"]
+
+
+def test_uncapped_cases_seat_what_they_ask(planned):
+    for case_id in ("seed-unified-pool-c32-k8", "seed-draft-kv-c8", "seed-draft-kv-c32", "tiny-dflash-c4-k8"):
+        obs = _by_id(planned, case_id)
+        assert obs["budget"]["max_active_seqs"] == obs["budget"]["max_num_seqs"], case_id
+        assert obs["message"] is None
+
+
+def _kv_bytes_per_token(config: dict, attention_layers: int) -> int:
+    heads, dim = config["num_key_value_heads"], config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return attention_layers * heads * dim * 2 * 2  # K and V, bfloat16
+
+
+def test_cell_sizes_match_the_shapes(planned):
+    for obs in planned["shipped"]:
+        case = planned["cases"][obs["case_id"]]
+        if obs["status"] != "ok" or case.spec["speculative"]["method"] != "dflash":
+            continue
+        target = json.loads((case.target_dir / "config.json").read_text())
+        draft = json.loads((case.draft_dir / "config.json").read_text())
+        full = sum(1 for t in target["layer_types"] if t == "full_attention")
+        per_seq = obs["memory"]["per_sequence"]
+        assert per_seq["target_kv_bytes_per_token"] == _kv_bytes_per_token(target, full)
+        assert per_seq["draft_kv_bytes_per_token"] == _kv_bytes_per_token(draft, draft["num_hidden_layers"])
+
+
+def test_ledger_fills_the_bound(planned):
+    for obs in planned["shipped"]:
+        if obs["status"] != "ok":
+            continue
+        mem = obs["memory"]
+        inside = sum(v for k, v in mem["ledger_bytes"].items() if k not in mem["outside_bound"])
+        slack = mem["bound_bytes"] - inside
+        # Everything inside the bound fits it, and what is left is under one page of the
+        # token cell (SGLang floors tokens to pages) plus float rounding of the GB arithmetic.
+        assert 0 <= slack < mem["pool"]["page_size_bytes"] + 1024, (obs["case_id"], slack)
+
+
+def test_budget_fields(planned):
+    obs = _by_id(planned, "seed-unified-pool-c32-k8")
+    budget = obs["budget"]
+    case = planned["cases"]["seed-unified-pool-c32-k8"].spec
+    k = case["speculative"]["num_speculative_tokens"]
+    assert budget["num_draft_tokens_per_step"] == k + 1  # the DFlash block: k drafts + the anchor
+    assert budget["chunked_prefill_size"] == case["scheduler"]["max_num_batched_tokens"]
+    assert budget["max_num_batched_tokens"] is None and budget["lookahead_tokens"] is None
+    assert budget["decode_reserved_tokens_per_request"] == 2 * (k + 1)
+    names = {o["name"] for o in obs["provenance"]["overrides"]}
+    assert "sglang.srt.arg_groups.memory_hook.get_device_memory_capacity" in names
+    assert obs["provenance"]["resolved"]["attention_backend"] == "fa3"
+
+
+def test_method_sglang_lacks_is_refused_in_its_words(planned):
+    obs = planned["lacking"]
+    assert obs["status"] == "refused"
+    assert "Unknown speculative algorithm name: pard" in obs["message"]
+
+
+def test_gpu_memory_utilization_is_refused_in_plan_mode(planned):
+    obs = planned["util"]
+    assert obs["status"] == "refused"
+    assert "gpu_memory_utilization" in obs["message"]
