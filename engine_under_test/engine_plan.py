@@ -1,0 +1,107 @@
+"""Plan mode of the engine: budgets, memory plan and pool, and a scheduler simulation.
+
+Contract: `build_plan(cfg)` -> `EnginePlan` (budget, memory plan, an unallocated
+`UnifiedPool`, the shapes) or raises `BudgetRefusal` / `MemoryRefusal` with the engine's
+message. `make_scheduler(plan)` returns a fresh `Scheduler` on the plan's pool layout.
+`simulate(plan, requests, acceptance, draft_seed)` drives the scheduler the way the runtime
+does (schedule -> sampled tokens -> update_from_output -> update_draft_token_ids) with the
+acceptance model standing in for the verifier, and returns one `StepRecord` per step.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from engine_under_test.acceptance import AcceptanceModel
+from engine_under_test.budget import Budget, check_model_limits, resolve_budget
+from engine_under_test.config import EngineConfig
+from engine_under_test.memory.planner import MemoryPlan, plan_memory, state_slots_per_sequence
+from engine_under_test.pool import UnifiedPool
+from engine_under_test.scheduler import Request, Scheduler
+from engine_under_test.shapes import DraftShape, TargetShape, read_draft_shape, read_target_shape
+
+
+@dataclass(frozen=True)
+class EnginePlan:
+    cfg: EngineConfig
+    target: TargetShape
+    draft: DraftShape | None
+    budget: Budget
+    memory: MemoryPlan
+    pool: UnifiedPool
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    total_num_scheduled_tokens: int
+    num_scheduled_requests: int
+    num_spec_tokens: int
+    num_preempted: int
+    num_new_requests: int
+    num_prefill_chunks: int
+    num_sampling_requests: int
+    num_accepted_tokens: int
+    num_running: int
+    num_waiting: int
+
+
+def build_plan(cfg: EngineConfig) -> EnginePlan:
+    target = read_target_shape(cfg.model)
+    spec = cfg.speculative_config
+    draft = read_draft_shape(spec.model) if spec is not None and spec.model is not None else None
+    check_model_limits(cfg, target, draft)
+    budget = resolve_budget(cfg)
+    memory = plan_memory(cfg, target, draft)
+    return EnginePlan(cfg=cfg, target=target, draft=draft, budget=budget, memory=memory, pool=UnifiedPool(memory.layout))
+
+
+def make_scheduler(plan: EnginePlan) -> Scheduler:
+    return Scheduler(plan.budget, plan.memory.layout, plan.cfg.max_model_len, state_slots_per_sequence(plan.cfg),
+                     align_mode=plan.cfg.mamba_cache_mode == "align", enable_chunked_prefill=plan.cfg.enable_chunked_prefill)
+
+
+def simulate(plan: EnginePlan, requests: list[Request], acceptance: AcceptanceModel, token_seed: int,
+             max_steps: int | None = None, check_integrity: bool = False) -> list[StepRecord]:
+    sched = make_scheduler(plan)
+    for r in requests:
+        sched.add_request(r)
+    k = plan.cfg.num_speculative_tokens
+    vocab = plan.target.vocab_size
+    rng = random.Random(token_seed)
+    bound = max_steps or 4 * sum(r.num_prompt_tokens + r.max_tokens + 1 for r in requests) + 64
+    steps: list[StepRecord] = []
+    while sched.has_requests():
+        if len(steps) >= bound:
+            raise RuntimeError(f"scheduler made no progress within {bound} steps "
+                               f"({len(sched.running)} running, {len(sched.waiting)} waiting)")
+        out = sched.schedule()
+        sampled: dict[str, list[int]] = {}
+        num_prefill = num_sampling = num_accepted = 0
+        for sr in out.scheduled:
+            if sr.is_prefill_chunk:
+                num_prefill += 1
+                continue
+            n = acceptance.accepted(len(sr.spec_token_ids)) if sr.spec_token_ids else 0
+            num_accepted += n
+            num_sampling += 1
+            sampled[sr.req_id] = [rng.randrange(2, vocab) for _ in range(1 + n)]
+        steps.append(StepRecord(
+            total_num_scheduled_tokens=out.total_num_scheduled_tokens, num_scheduled_requests=len(out.scheduled),
+            num_spec_tokens=out.num_spec_tokens, num_preempted=len(out.preempted_req_ids),
+            num_new_requests=sum(1 for s in out.scheduled if s.is_new), num_prefill_chunks=num_prefill,
+            num_sampling_requests=num_sampling, num_accepted_tokens=num_accepted,
+            num_running=len(sched.running), num_waiting=len(sched.waiting)))
+        sched.update_from_output(out, sampled)
+        if k and out.total_num_scheduled_tokens > 0:
+            live = {s.req_id for s in out.scheduled if s.req_id in sched.requests
+                    and not sched.requests[s.req_id].status.is_finished and not sched.requests[s.req_id].is_prefill_chunk}
+            sched.update_draft_token_ids({rid: [rng.randrange(2, vocab) for _ in range(k)] for rid in sorted(live, key=_order(out))})
+        if check_integrity:
+            sched.check_integrity()
+    return steps
+
+
+def _order(out):
+    index = {s.req_id: i for i, s in enumerate(out.scheduled)}
+    return lambda rid: index[rid]
