@@ -1,0 +1,289 @@
+"""Case -> vLLM 0.33 `VllmConfig`, with the device profile applied; the budgets vLLM derives.
+
+Runs inside the vLLM oracle venv (imports vllm lazily so the module itself imports anywhere).
+
+Contract: `build_config(case)` returns a `BuiltConfig` whose `vllm_config` is what
+`EngineArgs(...).create_engine_config()` produced for the case's native knobs, then adjusted the
+way a GPU worker of the case's device profile would adjust it (each adjustment listed in
+`overrides`); `mapping` records every case field -> native knob. A config vLLM rejects raises
+whatever vLLM raised (the caller turns it into a `refused` observation).
+
+Device-profile choices (all recorded in provenance.overrides):
+- Model runner: on a GPU with Triton vLLM 0.33 picks Model Runner V2 unless the case uses a
+  feature V2 lacks (`VllmConfig._get_v2_model_runner_unsupported_features`); on this CPU it picks
+  V1 (no Triton). We set `VLLM_USE_V2_MODEL_RUNNER` for the duration of config creation to what
+  the GPU would pick: first V2, and V1 if vLLM answers "Model Runner V2 does not yet support".
+- Attention block size: the GPU worker calls `Platform.update_block_size_for_backend` after
+  loading the model; we call the base `Platform` implementation with the profile's attention
+  backend (FLASH_ATTN) standing for every non-SSM layer, instead of CpuPlatform's CPU sizes.
+  The GDN prefill checkpoint alignment of SM90 (align mode) is not emulated when the profile
+  says so (no GDN layer is built here, so vLLM's own alignment lookup finds none).
+- Async scheduling: CpuPlatform forces it off. The GPU default is reported in the budget
+  (`async_scheduling_gpu_default`); the trace is driven in sync mode (see vllm_trace).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+from conformance.devices import DeviceProfile
+
+V2_UNSUPPORTED_PREFIX = "Model Runner V2 does not yet support"
+
+# Case method -> (vLLM speculative method, parallel_drafting). The upstream table
+# (SpeculativeConfig.max_num_new_slots_for_drafting) names P-EAGLE and PARD as the parallel
+# variants of eagle3 and draft_model.
+METHODS: dict[str, tuple[str, bool]] = {
+    "dflash": ("dflash", False),
+    "eagle3": ("eagle3", False),
+    "p-eagle": ("eagle3", True),
+    "dspark": ("dspark", False),
+    "mtp": ("mtp", False),
+    "ngram": ("ngram", False),
+    "draft_model": ("draft_model", False),
+    "pard": ("draft_model", True),
+}
+
+FUNCTIONS = (
+    "vllm.engine.arg_utils.EngineArgs.create_engine_config",
+    "vllm.config.VllmConfig._set_max_num_scheduled_tokens",
+    "vllm.config.VllmConfig.num_lookahead_tokens",
+    "vllm.config.SpeculativeConfig.max_num_new_slots_for_drafting",
+    "vllm.config.VllmConfig.use_v2_model_runner",
+    "vllm.platforms.interface.Platform.update_block_size_for_backend",
+    "vllm.platforms.interface.Platform._align_hybrid_block_size",
+    "vllm.v1.attention.backends.registry.AttentionBackendEnum.get_class",
+)
+
+GLUE = (
+    {"name": "ProfileAttentionPlatform", "description": "subclass of the base vllm Platform whose "
+     "_find_non_ssm_backends returns the profile's attention backend, so update_block_size_for_backend "
+     "runs without a loaded model"},
+)
+
+KV_CACHE_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8"}
+
+
+class PlanModeLimit(RuntimeError):
+    """Something this adapter does not emulate (never a vLLM refusal: the probe reports it as error)."""
+
+
+@dataclass
+class BuiltConfig:
+    vllm_config: Any
+    mapping: dict[str, Any]
+    use_v2_model_runner_env: str | None    # the VLLM_USE_V2_MODEL_RUNNER value to plan under
+    overrides: list[dict[str, Any]] = field(default_factory=list)
+    attention_backend: Any = None
+
+
+def model_runner_env(built: BuiltConfig) -> contextlib.AbstractContextManager:
+    """`vllm_config.use_v2_model_runner` reads the environment on every access: keep the
+    chosen value set while the scheduler is built and driven."""
+    return _env("VLLM_USE_V2_MODEL_RUNNER", built.use_v2_model_runner_env)
+
+
+def speculative_knobs(case: dict[str, Any]) -> dict[str, Any]:
+    spec = case["speculative"]
+    method, parallel = METHODS[spec["method"]]
+    knobs: dict[str, Any] = {"method": method, "num_speculative_tokens": spec["num_speculative_tokens"]}
+    if parallel:
+        knobs["parallel_drafting"] = True
+    draft_dir = case["resolved"].get("draft_dir")
+    if draft_dir:
+        knobs["model"] = draft_dir
+    acc = case["acceptance"]
+    if acc["mode"] == "synthetic":
+        knobs["rejection_sample_method"] = "synthetic"
+        if "mean_acceptance_length" in acc:
+            knobs["synthetic_acceptance_length"] = acc["mean_acceptance_length"]
+        else:
+            knobs["synthetic_acceptance_rates"] = list(acc["acceptance_rates"])
+    if method == "ngram":
+        for case_key, knob in (("ngram_prompt_lookup_max", "prompt_lookup_max"),
+                               ("ngram_prompt_lookup_min", "prompt_lookup_min")):
+            if case_key in spec:
+                knobs[knob] = spec[case_key]
+    return knobs
+
+
+def engine_args_kwargs(case: dict[str, Any]) -> dict[str, Any]:
+    """The native EngineArgs knobs for a case (memory: `kv_cache_memory_bytes` only)."""
+    sched, cache = case["scheduler"], case["cache"]
+    return {
+        "model": case["resolved"]["target_dir"],
+        "skip_tokenizer_init": True,
+        "load_format": "dummy",
+        "enforce_eager": True,
+        "seed": case["workload"]["seed"],
+        "max_num_seqs": sched["max_num_seqs"],
+        "max_model_len": sched["max_model_len"],
+        "max_num_batched_tokens": sched["max_num_batched_tokens"],
+        "enable_chunked_prefill": sched["chunked_prefill"],
+        "enable_prefix_caching": cache["prefix_caching"],
+        "mamba_ssm_cache_dtype": cache["ssm_dtype"],
+        "kv_cache_dtype": KV_CACHE_DTYPES[cache["kv_cache_dtype"]],
+        "kv_cache_memory_bytes": case["memory"]["kv_cache_bytes"],
+        "speculative_config": speculative_knobs(case),
+    }
+
+
+def case_mapping(case: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]:
+    spec = kwargs["speculative_config"]
+    mapping = {
+        "target": {"knob": "model", "value": kwargs["model"]},
+        "speculative.method": {"knob": "speculative_config.method", "value": spec["method"]},
+        "speculative.num_speculative_tokens": {"knob": "speculative_config.num_speculative_tokens",
+                                               "value": spec["num_speculative_tokens"]},
+        "scheduler.max_num_seqs": {"knob": "max_num_seqs", "value": kwargs["max_num_seqs"]},
+        "scheduler.max_model_len": {"knob": "max_model_len", "value": kwargs["max_model_len"]},
+        "scheduler.max_num_batched_tokens": {"knob": "max_num_batched_tokens", "value": kwargs["max_num_batched_tokens"]},
+        "scheduler.chunked_prefill": {"knob": "enable_chunked_prefill", "value": kwargs["enable_chunked_prefill"]},
+        "memory.kv_cache_bytes": {"knob": "kv_cache_memory_bytes", "value": kwargs["kv_cache_memory_bytes"]},
+        "cache.prefix_caching": {"knob": "enable_prefix_caching", "value": kwargs["enable_prefix_caching"]},
+        "cache.ssm_dtype": {"knob": "mamba_ssm_cache_dtype", "value": kwargs["mamba_ssm_cache_dtype"]},
+        "cache.kv_cache_dtype": {"knob": "kv_cache_dtype", "value": kwargs["kv_cache_dtype"]},
+        "workload.seed": {"knob": "seed", "value": kwargs["seed"]},
+    }
+    if "parallel_drafting" in spec:
+        mapping["speculative.method"]["parallel_drafting"] = True
+    if "model" in spec:
+        mapping["draft"] = {"knob": "speculative_config.model", "value": spec["model"]}
+    for case_key, knob in (("acceptance.mean_acceptance_length", "synthetic_acceptance_length"),
+                           ("acceptance.acceptance_rates", "synthetic_acceptance_rates")):
+        if knob in spec:
+            mapping[case_key] = {"knob": f"speculative_config.{knob}", "value": spec[knob],
+                                 "with": {"speculative_config.rejection_sample_method": "synthetic"}}
+    for key in ("prompt_lookup_max", "prompt_lookup_min"):
+        if key in spec:
+            mapping[f"speculative.ngram_{key}"] = {"knob": f"speculative_config.{key}", "value": spec[key]}
+    return mapping
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str | None) -> Iterator[None]:
+    old = os.environ.get(name)
+    if value is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def _create(kwargs: dict[str, Any], use_v2: str | None) -> Any:
+    from vllm.engine.arg_utils import EngineArgs
+
+    with _env("VLLM_USE_V2_MODEL_RUNNER", use_v2):
+        return EngineArgs(**kwargs).create_engine_config()
+
+
+def _gpu_platform(backend_cls: Any) -> type:
+    """The base Platform with the profile's attention backend standing for every non-SSM layer."""
+    from vllm.platforms.interface import Platform
+
+    class ProfileAttentionPlatform(Platform):
+        @classmethod
+        def _find_non_ssm_backends(cls, vllm_config: Any) -> list:
+            return [backend_cls]
+
+    return ProfileAttentionPlatform
+
+
+def build_config(case: dict[str, Any], profile: DeviceProfile) -> BuiltConfig:
+    kwargs = engine_args_kwargs(case)
+    overrides: list[dict[str, Any]] = []
+    try:
+        vc = _create(kwargs, "1")
+        runner, runner_env = "v2", "1"
+    except ValueError as exc:
+        if V2_UNSUPPORTED_PREFIX not in str(exc):
+            raise
+        vc = _create(kwargs, "0")
+        runner, runner_env = "v1", "0"
+        v2_reason = str(exc)
+    overrides.append({
+        "name": "VLLM_USE_V2_MODEL_RUNNER", "value": runner == "v2",
+        "reason": ("the GPU default: Model Runner V2 (needs Triton, which this CPU host lacks)"
+                   if runner == "v2" else f"the GPU default falls back to V1: {v2_reason}"),
+    })
+
+    with _env("VLLM_USE_V2_MODEL_RUNNER", runner_env):
+        backend_cls = _align_blocks(vc, profile, overrides)
+    overrides.append({
+        "name": "mamba_ssm_cache_dtype", "value": kwargs["mamba_ssm_cache_dtype"],
+        "reason": "passed explicitly from cache.ssm_dtype ('auto' resolves per host on CPU)",
+    })
+    overrides.append({
+        "name": "scheduler_config.async_scheduling", "value": False,
+        "reason": (f"CpuPlatform forces it off; the {profile.name} profile's GPU default is "
+                   f"{profile.async_scheduling} (reported as budget.async_scheduling_gpu_default); "
+                   "the trace is the synchronous engine's (EngineCore.step + post_step)"),
+    })
+    return BuiltConfig(vllm_config=vc, mapping=case_mapping(case, kwargs), use_v2_model_runner_env=runner_env,
+                       overrides=overrides, attention_backend=backend_cls)
+
+
+def _align_blocks(vc: Any, profile: DeviceProfile, overrides: list[dict[str, Any]]) -> Any:
+    """What the GPU worker does after load_model: Platform.update_block_size_for_backend."""
+    from vllm.v1.attention.backends.registry import AttentionBackendEnum
+
+    backend_cls = AttentionBackendEnum[profile.attention_backend].get_class()
+    cache = vc.cache_config
+    before = (cache.block_size, cache.mamba_block_size, cache.mamba_page_size_padded)
+    _gpu_platform(backend_cls).update_block_size_for_backend(vc)
+    overrides.append({
+        "name": "cache_config.block_size", "value": cache.block_size,
+        "reason": (f"GPU worker's block-size alignment: base Platform.update_block_size_for_backend "
+                   f"(_preferred_block_size_for_backends + _align_hybrid_block_size) with "
+                   f"AttentionBackendEnum[{profile.attention_backend!r}] for every non-SSM layer instead of "
+                   f"CpuPlatform's CPU attention sizes; before {before[0]}, after {cache.block_size}"),
+    })
+    if not vc.model_config.is_hybrid:
+        return backend_cls
+    overrides.append({
+        "name": "cache_config.mamba_block_size/mamba_page_size_padded",
+        "value": [cache.mamba_block_size, cache.mamba_page_size_padded],
+        "reason": f"set by the same alignment (before {list(before[1:])})",
+    })
+    if profile.emulate_gdn_prefill_checkpoints:
+        raise PlanModeLimit("emulating GDN prefill checkpoints is not implemented in the vLLM plan adapter")
+    overrides.append({
+        "name": "gdn_prefill_checkpoint_alignment_tokens", "value": None,
+        "reason": (f"SM90 GDN FlashInfer prefill checkpoints (align mode, "
+                   f"{profile.gdn_prefill_checkpoint_alignment_tokens} tokens, one checkpoint block per "
+                   f"request) not emulated: the {profile.name} profile sets emulate_gdn_prefill_checkpoints false"),
+    })
+    return backend_cls
+
+
+def budget(vc: Any, profile: DeviceProfile) -> dict[str, Any]:
+    """The per-step budgets straight off vLLM's resolved config."""
+    sc = vc.scheduler_config
+    spec = vc.speculative_config
+    max_num_scheduled = sc.max_num_scheduled_tokens if sc.max_num_scheduled_tokens is not None else sc.max_num_batched_tokens
+    max_active = sc.max_num_active_seqs if sc.max_num_active_seqs is not None else sc.max_num_seqs
+    return {
+        "max_num_batched_tokens": sc.max_num_batched_tokens,
+        "max_num_scheduled_tokens": max_num_scheduled,
+        "drafting_slots_per_request": spec.max_num_new_slots_for_drafting if spec is not None else 0,
+        "lookahead_tokens": vc.num_lookahead_tokens,
+        "max_num_seqs": sc.max_num_seqs,
+        "max_active_seqs": max_active,
+        "num_speculative_tokens": vc.num_speculative_tokens,
+        "parallel_drafting": bool(spec.parallel_drafting) if spec is not None else False,
+        "speculative_method": spec.method if spec is not None else None,
+        "model_runner": "v2" if vc.use_v2_model_runner else "v1",
+        "chunked_prefill": bool(sc.enable_chunked_prefill),
+        "prefix_caching": bool(vc.cache_config.enable_prefix_caching),
+        "mamba_cache_mode": vc.cache_config.mamba_cache_mode,
+        "async_scheduling_gpu_default": profile.async_scheduling,
+    }

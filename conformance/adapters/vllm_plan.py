@@ -1,0 +1,114 @@
+"""The vLLM plan adapter: runs inside the vLLM 0.33 oracle venv (see conformance.engines).
+
+`plan(case)` maps the case to vLLM's native knobs (vllm_config), resolves the config and the
+budgets vLLM derives from it, plans the KV cache with vLLM's own planning functions (vllm_kv,
+vllm_memory) and drives vLLM's real scheduler through the workload (vllm_trace). The device
+profile (one H200) is emulated by the overrides vllm_config lists; each lands in
+`provenance.overrides`.
+
+Status:
+- `ok` with budget, memory and trace.
+- `refused` with vLLM's own message when vLLM rejects the config (EngineArgs /
+  create_engine_config / KV planning raising ValueError, NotImplementedError or a pydantic
+  ValidationError); `refusal.by` is "vllm" and `refusal.exception` the exception's type.
+- `refused` with `refusal.by` = "adapter" for what plan mode cannot honestly do:
+  * `memory.gpu_memory_utilization`: vLLM turns it into KV bytes only after a profiling run on
+    the GPU (weights, activation peak, non-torch memory), which plan mode does not have; a
+    case that wants a plan states `memory.kv_cache_bytes` (vLLM's `kv_cache_memory_bytes`).
+  * `acceptance.mode: model`: the accepted count comes from a real draft's tokens. Budget and
+    memory are still reported (status ok, trace null, `message` says why).
+Anything else raises (the probe reports it as `error`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from conformance import observation
+from conformance.devices import get_profile
+
+ENGINE = "vllm"
+
+
+
+def engine_version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
+def plan_setup() -> None:
+    """Import vLLM once per process (the first import costs seconds)."""
+    import vllm.engine.arg_utils  # noqa: F401
+    import vllm.v1.core.sched.scheduler  # noqa: F401
+
+
+def _refused(case: dict[str, Any], message: str, by: str, exc_type: str | None) -> dict[str, Any]:
+    obs = observation.failed(case["id"], ENGINE, engine_version(), "plan", case["device"], "refused", message)
+    obs["refusal"] = {"by": by, "exception": exc_type}
+    obs["device"]["hardware"] = get_profile(case["device"]).hardware
+    return obs
+
+
+def _is_refusal(exc: BaseException) -> bool:
+    """vLLM rejects configs with ValueError (pydantic's ValidationError is one) or NotImplementedError."""
+    return isinstance(exc, (ValueError, NotImplementedError))
+
+
+def plan(case: dict[str, Any]) -> dict[str, Any]:
+    from conformance.adapters import vllm_config, vllm_kv, vllm_memory, vllm_trace
+
+    if "kv_cache_bytes" not in case["memory"]:
+        return _refused(case, (
+            "vllm plan adapter: memory.gpu_memory_utilization needs vLLM's profiling run on the GPU "
+            "(available KV bytes = utilization x total - weights - activation peak - non-torch "
+            "memory); plan mode cannot compute it. State memory.kv_cache_bytes (vLLM's "
+            "kv_cache_memory_bytes) for a plan."), "adapter", None)
+    profile = get_profile(case["device"])
+    timing: dict[str, float] = {}
+    t0 = time.perf_counter()
+    try:
+        built = vllm_config.build_config(case, profile)
+    except Exception as exc:  # vLLM's own rejection of the config is data
+        if not _is_refusal(exc):
+            raise
+        return _refused(case, f"{type(exc).__name__}: {exc}", "vllm", type(exc).__name__)
+    timing["config_s"] = round(time.perf_counter() - t0, 3)
+    vc = built.vllm_config
+    obs = observation.new(case["id"], ENGINE, engine_version(), "plan", case["device"])
+    obs["device"]["hardware"] = profile.hardware
+    prov = obs["provenance"]
+    prov["mapping"] = built.mapping
+    prov["overrides"] = built.overrides
+    prov["functions"] = list(vllm_config.FUNCTIONS)
+    prov["glue"] = [dict(g) for g in vllm_config.GLUE]
+    with vllm_config.model_runner_env(built):
+        obs["budget"] = vllm_config.budget(vc, profile)
+        t1 = time.perf_counter()
+        try:
+            kv = vllm_kv.plan_kv(built, case)
+        except Exception as exc:
+            if not _is_refusal(exc):
+                raise
+            return _refused(case, f"{type(exc).__name__}: {exc}", "vllm", type(exc).__name__)
+        timing["kv_plan_s"] = round(time.perf_counter() - t1, 3)
+        prov["functions"] += list(kv.functions)
+        prov["glue"] += [dict(g) for g in vllm_kv.GLUE] + [dict(g) for g in vllm_memory.GLUE]
+        obs["memory"] = vllm_memory.memory(kv, vc)
+        if case["acceptance"]["mode"] == "model":
+            obs["message"] = ("vllm plan adapter: acceptance.mode model needs a real draft's tokens; "
+                              "plan mode reports budget and memory, no trace")
+        else:
+            t2 = time.perf_counter()
+            obs["trace"] = {"steps": vllm_trace.run_trace(vc, kv.scheduler_kv_cache_config, case),
+                            "scheduler_cls": vc.scheduler_config.get_scheduler_cls().__qualname__}
+            timing["trace_s"] = round(time.perf_counter() - t2, 3)
+            prov["functions"] += list(vllm_trace.FUNCTIONS)
+            prov["glue"] += [dict(g) for g in vllm_trace.GLUE]
+            if case["acceptance"]["mode"] == "synthetic":
+                prov["glue"].append({"name": "synthetic sampler", "description": (
+                    "Bernoulli draws with random.Random(workload.seed + 1) against vLLM's conditional "
+                    "rates (unconditional_to_conditional_rates of speculative_config.synthetic_acceptance_rates)")})
+    obs["timing"] = timing
+    return obs

@@ -1,0 +1,179 @@
+"""The vLLM 0.33 plan adapter through the real subprocess path (one probe process for the module).
+
+Every expected value is either vLLM's (the observation) checked against an invariant computed
+here from the observation's own fields, or computed here from the case file.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conformance import observation, paths
+from conformance.adapters.runner import plan_cases
+from conformance.cases import load_all, select
+
+pytestmark = pytest.mark.oracle
+
+CASE_PATTERNS = ["tiny-*", "drafting-table-*", "seed-unified-pool-c32-k8"]
+
+
+# Cases vLLM (or plan mode) must refuse, written next to the test's tmp dir.
+REFUSED = {
+    # max_num_batched_tokens <= num_lookahead_tokens (k + 1 = 9): VllmConfig refuses.
+    "refused-budget-below-lookahead": {"scheduler": {"max_num_seqs": 4, "max_model_len": 2048,
+                                                     "max_num_batched_tokens": 8}},
+    # utilization needs a profiling run: the adapter refuses.
+    "refused-gpu-utilization": {"memory": {"gpu_memory_utilization": 0.9}},
+}
+
+
+def _refused_cases(tmp_dir):
+    import yaml
+
+    from conformance.cases import load_case
+
+    base = yaml.safe_load((paths.cases_dir() / "tiny-dflash-c4-k8.yaml").read_text())
+    out = []
+    for case_id, patch in REFUSED.items():
+        doc = dict(base, id=case_id, **patch)
+        f = tmp_dir / f"{case_id}.yaml"
+        f.write_text(yaml.safe_dump(doc))
+        out.append(load_case(f))
+    return out
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    from conformance.engines import get_engine
+    from conformance.envs import oracle_env
+
+    if oracle_env(get_engine("vllm")).state() != "ready":
+        pytest.skip("vLLM oracle venv not built (conformance envs install vllm)")
+    cases = select(load_all(), CASE_PATTERNS)
+    refused = _refused_cases(tmp_path_factory.mktemp("vllm-refused"))
+    # The same case again at the end: determinism within one process.
+    again = [c for c in cases if c.id == "tiny-dflash-c4-k8"]
+    obs = plan_cases("vllm", cases + refused + again)
+    n = len(cases)
+    by_id = {o["case_id"]: o for o in obs[n:n + len(refused)]}
+    return {c.id: c for c in cases}, obs[:n], obs[n + len(refused):], by_id
+
+
+def _ok(planned):
+    cases, obs, _, _ = planned
+    return [(cases[o["case_id"]], o) for o in obs if o["status"] == "ok"]
+
+
+def test_every_case_is_schema_valid_and_not_error(planned):
+    cases, obs, _, _ = planned
+    assert [o["case_id"] for o in obs] == list(cases)
+    for o in obs:
+        observation.validate(o, o["case_id"])
+        assert o["status"] != "error", o["message"]
+        assert o["engine"] == {"name": "vllm", "version": "0.33.0"}
+
+
+def test_budget_reflects_case_and_active_cap(planned):
+    for case, o in _ok(planned):
+        b, sched = o["budget"], case.spec["scheduler"]
+        assert b["max_num_seqs"] == sched["max_num_seqs"]
+        assert b["max_num_batched_tokens"] == sched["max_num_batched_tokens"]
+        assert b["max_num_scheduled_tokens"] <= b["max_num_batched_tokens"]
+        if case.spec["speculative"]["method"] in ("dflash", "dspark"):
+            cap = b["max_num_batched_tokens"] // b["lookahead_tokens"]
+            assert b["max_active_seqs"] == min(sched["max_num_seqs"], cap)
+        else:
+            assert b["max_active_seqs"] == sched["max_num_seqs"]
+
+
+def test_active_cap_case_binds(planned):
+    cases, obs, _, _ = planned
+    o = next(o for o in obs if o["case_id"] == "tiny-dflash-active-cap-k8")
+    b = o["budget"]
+    k = cases["tiny-dflash-active-cap-k8"].spec["speculative"]["num_speculative_tokens"]
+    assert b["lookahead_tokens"] == k + 1  # vLLM 0.33: DFlash's draft pass is k + 1 query rows
+    assert b["max_active_seqs"] == b["max_num_batched_tokens"] // b["lookahead_tokens"] < b["max_num_seqs"]
+    running = [s["num_scheduled_requests"] for s in o["trace"]["steps"]]
+    assert max(running) <= b["max_active_seqs"]
+
+
+def test_drafting_table_rows(planned):
+    cases, obs, _, _ = planned
+    rows = {o["case_id"].removeprefix("drafting-table-"): o for o in obs if o["case_id"].startswith("drafting-table-")}
+    assert set(rows) == {"eagle3", "p-eagle", "dflash", "dspark", "mtp", "ngram", "draft_model", "pard"}
+    for method, o in rows.items():
+        if o["status"] != "ok":
+            assert o["status"] == "refused" and o["refusal"]["by"] == "vllm" and o["message"]
+            continue
+        k = o["budget"]["num_speculative_tokens"]
+        slots = o["budget"]["drafting_slots_per_request"]
+        assert 0 <= slots <= k
+        if method in ("p-eagle", "pard"):
+            assert o["budget"]["parallel_drafting"] is True
+
+
+def test_memory_ledger_and_pool(planned):
+    for case, o in _ok(planned):
+        m = o["memory"]
+        pool = m["pool"]
+        assert m["bound_bytes"] == case.spec["memory"]["kv_cache_bytes"]
+        assert m["outside_bound"] == []
+        assert pool["unified"] is True
+        assert pool["size_bytes"] == pool["num_blocks"] * pool["bytes_per_block"] <= m["bound_bytes"]
+        assert m["bound_bytes"] - pool["size_bytes"] < pool["bytes_per_block"]
+        assert sum(m["ledger_bytes"].values()) == pool["num_blocks"] * pool["bytes_per_block"]
+        assert pool["bytes_per_block"] % pool["page_size_bytes"] == 0
+        per_seq_blocks = sum(g["blocks_per_sequence"] for g in pool["groups"])
+        assert math.isclose(m["max_concurrency"], pool["num_blocks"] / per_seq_blocks)
+        has_draft = case.spec["speculative"]["method"] != "ngram"
+        assert (m["ledger_bytes"]["draft_kv"] > 0) == has_draft
+        k = case.spec["speculative"]["num_speculative_tokens"]
+        expect_slots = (2 if case.spec["cache"]["prefix_caching"] else 1) + k
+        assert m["per_sequence"]["state_slots"] == expect_slots
+
+
+def test_trace_within_budget_and_completes(planned):
+    for case, o in _ok(planned):
+        steps = o["trace"]["steps"]
+        b, wl = o["budget"], case.spec["workload"]
+        assert steps
+        for s in steps:
+            assert s["total_num_scheduled_tokens"] <= b["max_num_scheduled_tokens"]
+            assert s["num_scheduled_requests"] <= b["max_num_seqs"]
+            assert s["num_spec_tokens"] <= s["num_scheduled_requests"] * b["num_speculative_tokens"]
+        # Every prompt token is computed once (no preemption in these cases), and every request
+        # produced output_tokens tokens: 1 + accepted per sampling step.
+        assert sum(s["num_preempted"] for s in steps) == 0
+        sampled = sum(s["num_sampling_requests"] + s["num_accepted_tokens"] for s in steps)
+        assert sampled >= wl["num_requests"] * wl["output_tokens"]
+
+
+def test_provenance_names_overrides_and_glue(planned):
+    for case, o in _ok(planned):
+        prov = o["provenance"]
+        names = {x["name"] for x in prov["overrides"]}
+        assert {"VLLM_USE_V2_MODEL_RUNNER", "cache_config.block_size", "mamba_ssm_cache_dtype",
+                "scheduler_config.async_scheduling"} <= names
+        glue = {g["name"] for g in prov["glue"]}
+        assert {"scheduler loop", "fake ModelRunnerOutput", "hand-built KV specs", "ledger attribution"} <= glue
+        assert "vllm.v1.core.kv_cache_planning.get_kv_cache_configs" in prov["functions"]
+        assert prov["mapping"]["memory.kv_cache_bytes"]["value"] == case.spec["memory"]["kv_cache_bytes"]
+
+
+def test_deterministic(planned):
+    _, obs, again, _ = planned
+    first = next(o for o in obs if o["case_id"] == "tiny-dflash-c4-k8")
+    assert observation.strip_volatile(first) == observation.strip_volatile(again[0])
+
+
+def test_refusals_carry_the_refusers_words(planned):
+    *_, refused = planned
+    below = refused["refused-budget-below-lookahead"]
+    assert below["status"] == "refused" and below["refusal"]["by"] == "vllm"
+    # vLLM's own wording (VllmConfig._set_max_num_scheduled_tokens), not the adapter's.
+    assert "does not have enough slots" in below["message"] and "num_lookahead_tokens=9" in below["message"]
+    util = refused["refused-gpu-utilization"]
+    assert util["status"] == "refused" and util["refusal"]["by"] == "adapter"
+    assert "gpu_memory_utilization" in util["message"] and util["budget"] is None
