@@ -1,0 +1,183 @@
+"""The step-wise engine core that `LLM` wraps and the OpenAI server drives.
+
+Contract (thread-confined: create it and call every method from ONE thread, the server's
+engine thread; it holds no locks and nothing in it is safe to share across threads):
+
+    engine = LLMEngine(cfg, acceptance={"mode": "model"}, seed=0, load_format="safetensors")
+    engine.add_request(request_id, prompt_token_ids, sampling_params)
+    while engine.has_unfinished_requests():
+        for out in engine.step():          # list[RequestOutput], one per request that ran
+            out.new_token_ids              # tokens produced by this step (may be empty)
+            out.finished, out.finish_reason
+    engine.abort_request(request_id)       # drops a waiting or running request, frees its blocks
+    engine.stats()                         # EngineStats: cumulative counters and pool usage
+
+One `step()` = scheduler.schedule() -> runner.execute() (target forward on the pool, verify,
+state rollback, drafting) -> scheduler.update_from_output(sampled tokens) ->
+scheduler.update_draft_token_ids(drafts). Memory: the planner's pool is allocated once, in
+the constructor, before weights; nothing cache-like is allocated afterwards.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine_under_test.acceptance import AcceptanceModel
+from engine_under_test.config import EngineConfig
+from engine_under_test.engine_plan import EnginePlan, build_plan, make_scheduler
+from engine_under_test.model.weights import load_drafter, load_target
+from engine_under_test.runtime.runner import ModelRunner
+from engine_under_test.sampling_params import SamplingParams
+from engine_under_test.scheduler import Request, RequestStatus
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class RequestOutput:
+    request_id: str
+    prompt_token_ids: list[int]
+    new_token_ids: list[int]
+    output_token_ids: list[int]
+    finished: bool
+    finish_reason: str | None        # "length" | "stop" | "abort" | None while running
+
+
+@dataclass
+class EngineStats:
+    num_steps: int = 0
+    num_scheduled_tokens: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    num_generated_tokens: int = 0
+    num_preemptions: int = 0
+    num_running: int = 0
+    num_waiting: int = 0
+    pool_num_blocks: int = 0
+    pool_num_used_blocks: int = 0
+    pool_bytes: int = 0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pool_usage(self) -> float:
+        return self.pool_num_used_blocks / max(self.pool_num_blocks, 1)
+
+    @property
+    def draft_acceptance_rate(self) -> float | None:
+        """Accepted drafts / verified drafts (None before any draft was verified)."""
+        return None if not self.num_draft_tokens else self.num_accepted_tokens / self.num_draft_tokens
+
+
+class LLMEngine:
+    def __init__(self, cfg: EngineConfig, acceptance: dict | None = None, seed: int = 0,
+                 load_format: str = "safetensors", dtype: str | None = None):
+        if cfg.enable_prefix_caching:
+            raise ValueError("enable_prefix_caching: the reference runtime does not run align mode (plan mode only)")
+        spec = cfg.speculative_config
+        if spec is not None and spec.method != "dflash":
+            raise ValueError(f"speculative_config.method: the reference runtime runs dflash only, got {spec.method!r}")
+        if spec is not None and spec.model is None:
+            raise ValueError("speculative_config.model: the DFlash drafter's directory is required")
+        self.cfg = cfg
+        self.seed = seed
+        self.plan: EnginePlan = build_plan(cfg)
+        self.scheduler = make_scheduler(self.plan)
+        device = torch.device(cfg.device)
+        self.plan.pool.allocate(device)           # Phase 1: the one bounded allocation
+        torch_dtype = _DTYPES[dtype or self.plan.target.dtype]
+        self.target = load_target(cfg.model, device, torch_dtype, load_format, seed)
+        self.drafter = (load_drafter(spec.model, self.target, device, torch_dtype, load_format, seed + 1)
+                        if spec is not None else None)
+        self.runner = ModelRunner(self.target, self.drafter, self.plan.pool, cfg.num_speculative_tokens)
+        mode = (acceptance or {"mode": "model"}).get("mode", "model")
+        self.acceptance = (None if mode == "model" or spec is None
+                           else AcceptanceModel.from_spec(acceptance, cfg.num_speculative_tokens, seed))
+        self._params: dict[str, SamplingParams] = {}
+        self._prompts: dict[str, list[int]] = {}
+        self._generators: dict[str, torch.Generator] = {}
+        self._num_added = 0
+        self._stats = EngineStats(pool_num_blocks=self.plan.memory.layout.num_blocks,
+                                  pool_bytes=self.plan.memory.layout.total_bytes)
+
+    # -- requests ---------------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams) -> None:
+        if request_id in self._params:
+            raise ValueError(f"request {request_id!r} already added")
+        vocab = self.target.config.vocab_size
+        bad = [t for t in prompt_token_ids if not isinstance(t, int) or not 0 <= t < vocab]
+        if bad:
+            raise ValueError(f"request {request_id}: prompt_token_ids must be ints in [0, {vocab}), got {bad[:4]}")
+        eos = None if sampling_params.ignore_eos else self.target.config.eos_token_id
+        self.scheduler.add_request(Request(request_id=request_id, prompt_token_ids=list(prompt_token_ids),
+                                           max_tokens=sampling_params.max_tokens, eos_token_id=eos))
+        self._params[request_id] = sampling_params
+        self._prompts[request_id] = list(prompt_token_ids)
+        if not sampling_params.is_greedy:
+            seed = sampling_params.seed if sampling_params.seed is not None else self.seed * 1_000_003 + self._num_added
+            self._generators[request_id] = torch.Generator(device=self.runner.device).manual_seed(seed)
+        self._num_added += 1
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    def abort_request(self, request_id: str) -> RequestOutput | None:
+        """Drop a request wherever it is; returns its final output, or None if it is unknown or done."""
+        sched = self.scheduler
+        req = sched.requests.get(request_id)
+        if req is None or req.status.is_finished:
+            return None
+        # NOTE: the scheduler has no abort call yet; these are its own structures, freed its way.
+        if req in sched.running:
+            sched.running.remove(req)
+        if req in sched.waiting:
+            sched.waiting.remove(req)
+        sched.kv.free(request_id)
+        req.status = RequestStatus.FINISHED_STOPPED
+        self._forget(request_id)
+        return RequestOutput(request_id, self._prompts.pop(request_id, []), [], list(req.output_token_ids), True, "abort")
+
+    def _forget(self, request_id: str) -> None:
+        self._params.pop(request_id, None)
+        self._generators.pop(request_id, None)
+
+    # -- the step ---------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        sched = self.scheduler
+        out = sched.schedule()
+        before = {sr.req_id: sched.requests[sr.req_id].num_output_tokens for sr in out.scheduled}
+        result = self.runner.execute(out, self._params, self._generators, self.acceptance)
+        sched.update_from_output(out, result.sampled)
+        live = {rid: d for rid, d in result.drafts.items()
+                if not sched.requests[rid].status.is_finished}
+        if live:
+            sched.update_draft_token_ids(live)
+        s = self._stats
+        s.num_steps += 1
+        s.num_scheduled_tokens += out.total_num_scheduled_tokens
+        s.num_draft_tokens += result.num_draft_tokens
+        s.num_accepted_tokens += result.num_accepted_tokens
+        s.num_preemptions += len(out.preempted_req_ids)
+        outputs = []
+        for sr in out.scheduled:
+            req = sched.requests[sr.req_id]
+            new = req.output_token_ids[before[sr.req_id]:]
+            s.num_generated_tokens += len(new)
+            finished = req.status.is_finished
+            reason = None
+            if finished:
+                reason = "stop" if req.status is RequestStatus.FINISHED_STOPPED else "length"
+                self._forget(sr.req_id)
+            outputs.append(RequestOutput(sr.req_id, self._prompts[sr.req_id], list(new), list(req.output_token_ids),
+                                         finished, reason))
+            if finished:
+                self._prompts.pop(sr.req_id, None)
+        return outputs
+
+    def stats(self) -> EngineStats:
+        s = self._stats
+        s.num_running = len(self.scheduler.running)
+        s.num_waiting = len(self.scheduler.waiting)
+        s.pool_num_used_blocks = self.scheduler.kv.allocator.num_used_blocks
+        return EngineStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})

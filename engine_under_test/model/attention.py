@@ -1,0 +1,80 @@
+"""Gated full attention (Qwen3.5) and paged attention over the pool.
+
+Target layer: q_proj yields query and output gate per head (`[.., heads, 2 * head_dim]`, query
+first), q_norm / k_norm are per-head zero-centered RMSNorms, rope covers the first
+`partial_rotary_factor * head_dim` dims, and the output is `o_proj(attn * sigmoid(gate))`.
+
+`paged_attention` writes this pass's K/V into the pool rows of their positions, then, per
+group of equal query length, gathers each sequence's blocks through its block table and
+runs SDPA with a mask (causal by position, or full for the DFlash drafter's block queries).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.norm import ZeroCenteredRMSNorm
+from engine_under_test.model.rope import RotaryEmbedding
+
+
+def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: tuple[torch.Tensor, torch.Tensor],
+             k: torch.Tensor, v: torch.Tensor) -> None:
+    """Store k, v [T, Hkv, D] at pool (block, row) pairs `slots` ([T], [T]); the pool's block
+    views are strided (one page per block), so rows are addressed by block and offset."""
+    blocks, rows = slots
+    k_cache[blocks, rows] = k.to(k_cache.dtype)
+    v_cache[blocks, rows] = v.to(v_cache.dtype)
+
+
+def paged_attention(q: torch.Tensor, batch: ForwardBatch, cache: LayerCache, scale: float) -> torch.Tensor:
+    """q [T, H, D] over the pool's K/V (already written) -> [T, H, D]."""
+    k_cache, v_cache, gid = cache
+    bs = batch.block_size_tokens
+    out = torch.empty_like(q)
+    for seqs, qlen in batch.groups():
+        idx = batch.token_index(seqs, qlen)                              # [G, L]
+        max_kv = max(batch.seq_lens[b] for b in seqs)
+        nb = -(-max_kv // bs)
+        table = batch.padded_block_table(gid, seqs, nb)                      # [G, nb]
+        keys = k_cache[table].flatten(1, 2)                             # [G, nb*bs, Hkv, D]
+        values = v_cache[table].flatten(1, 2)
+        kv_pos = torch.arange(nb * bs, device=q.device)
+        lens = torch.tensor([batch.seq_lens[b] for b in seqs], device=q.device)
+        mask = kv_pos[None, None, :] < lens[:, None, None]               # [G, 1, S]
+        if batch.causal:
+            mask = mask & (kv_pos[None, None, :] <= batch.positions[idx][:, :, None])
+        qg = q[idx].transpose(1, 2)                                      # [G, H, L, D]
+        o = F.scaled_dot_product_attention(
+            qg, keys.transpose(1, 2).to(q.dtype), values.transpose(1, 2).to(q.dtype),
+            attn_mask=mask[:, None, :, :], scale=scale, enable_gqa=True)
+        out[idx.flatten()] = o.transpose(1, 2).flatten(0, 1)
+    return out
+
+
+class GatedAttention(nn.Module):
+    def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int, head_dim: int, eps: float):
+        super().__init__()
+        self.num_heads, self.num_kv_heads, self.head_dim = num_heads, num_kv_heads, head_dim
+        self.q_proj = nn.Linear(hidden_size, num_heads * head_dim * 2, bias=False)
+        self.k_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=False)
+        self.v_proj = nn.Linear(hidden_size, num_kv_heads * head_dim, bias=False)
+        self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=False)
+        self.q_norm = ZeroCenteredRMSNorm(head_dim, eps)
+        self.k_norm = ZeroCenteredRMSNorm(head_dim, eps)
+
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, rope: RotaryEmbedding,
+                cos_sin: tuple[torch.Tensor, torch.Tensor], kv_cache: LayerCache) -> torch.Tensor:
+        T = x.shape[0]
+        q, gate = self.q_proj(x).view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        q = self.q_norm(q)
+        k = self.k_norm(self.k_proj(x).view(T, self.num_kv_heads, self.head_dim))
+        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+        cos, sin = cos_sin
+        q, k = rope.apply(q, cos, sin), rope.apply(k, cos, sin)
+        write_kv(kv_cache.first, kv_cache.second, batch.slot_mapping(kv_cache.group_id), k, v)
+        o = paged_attention(q, batch, kv_cache, self.head_dim ** -0.5)
+        o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
+        return self.o_proj(o)

@@ -1,0 +1,107 @@
+"""The metadata one forward pass needs: token positions, block tables, state slots.
+
+Tokens of B sequences are flattened (sequence-major); sequence b owns tokens
+`query_start_loc[b] : query_start_loc[b + 1]`. The pool is split into cache groups, each with
+its own block ids per sequence (`block_tables[group_id][b]`, `block_size_tokens` tokens per
+attention block). An attention layer of group gid reads and writes:
+
+    token at position p of sequence b  ->  block block_tables[gid][b][p // block_size_tokens],
+                                           row p % block_size_tokens
+
+A Gated-DeltaNet layer of state group gid reads the state in block `state_in_slots[gid][b]`
+(zeros when `state_fresh[b]`) and writes the state after query position
+`state_save_positions[b][j]` into block `state_save_slots[gid][b][j]`.
+
+Sequences with equal query length form a group (`groups()`), computed as one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import torch
+
+
+class LayerCache(NamedTuple):
+    """A layer's two pool views (k, v) or (conv, ssm) and the cache group whose block ids index them."""
+
+    first: torch.Tensor
+    second: torch.Tensor
+    group_id: int
+
+
+@dataclass
+class ForwardBatch:
+    positions: torch.Tensor                              # [T] int64
+    query_start_loc: list[int]                           # [B + 1]
+    seq_lens: list[int]                                  # [B] attention KV length after this pass
+    block_tables: dict[int, list[list[int]]]             # group -> [B][num_blocks_b]
+    block_size_tokens: int
+    causal: bool = True
+    state_in_slots: dict[int, list[int]] = field(default_factory=dict)
+    state_fresh: list[bool] = field(default_factory=list)
+    state_save_positions: list[list[int]] = field(default_factory=list)
+    state_save_slots: dict[int, list[list[int]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.query_start_loc) != len(self.seq_lens) + 1:
+            raise ValueError("query_start_loc must have one more entry than seq_lens")
+        for gid, tables in self.block_tables.items():
+            for b, n in enumerate(self.seq_lens):
+                need = -(-n // self.block_size_tokens)
+                if len(tables[b]) < need:
+                    raise ValueError(f"group {gid}, sequence {b}: block table holds {len(tables[b])} blocks, "
+                                     f"{n} tokens need {need}")
+        self._device = self.positions.device
+        self._groups: list[tuple[list[int], int]] | None = None
+        self._slot_mappings: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @property
+    def num_seqs(self) -> int:
+        return len(self.seq_lens)
+
+    def query_len(self, b: int) -> int:
+        return self.query_start_loc[b + 1] - self.query_start_loc[b]
+
+    def groups(self) -> list[tuple[list[int], int]]:
+        """[(sequence indices, query length)], one entry per distinct non-zero query length."""
+        if self._groups is None:
+            by_len: dict[int, list[int]] = {}
+            for b in range(self.num_seqs):
+                if self.query_len(b) > 0:
+                    by_len.setdefault(self.query_len(b), []).append(b)
+            self._groups = [(seqs, n) for n, seqs in sorted(by_len.items())]
+        return self._groups
+
+    def token_index(self, seqs: list[int], query_len: int) -> torch.Tensor:
+        """[G, L] flat token indices of the given sequences."""
+        starts = torch.tensor([self.query_start_loc[b] for b in seqs], dtype=torch.long)
+        return (starts[:, None] + torch.arange(query_len)[None, :]).to(self._device)
+
+    def padded_block_table(self, group_id: int, seqs: list[int], num_blocks: int) -> torch.Tensor:
+        """[G, num_blocks] block ids; short tables are padded with their own first block, which
+        the attention mask never lets a query read."""
+        tables = self.block_tables[group_id]
+        rows = [(tables[b] + [tables[b][0]] * num_blocks)[:num_blocks] for b in seqs]
+        return torch.tensor(rows, dtype=torch.long, device=self._device)
+
+    def slot_mapping(self, group_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """([T] block id, [T] row in block) of every token, in that group's block tables."""
+        if group_id not in self._slot_mappings:
+            self._slot_mappings[group_id] = slots_for(self.block_tables[group_id], self.query_start_loc,
+                                                      self.positions, self.block_size_tokens)
+        return self._slot_mappings[group_id]
+
+
+def slots_for(tables: list[list[int]], query_start_loc: list[int], positions: torch.Tensor,
+              block_size_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(block ids, rows) of tokens at `positions`, sequence b owning query_start_loc[b]:[b+1]."""
+    pos = positions.tolist()
+    blocks, rows = [], []
+    for b in range(len(query_start_loc) - 1):
+        for t in range(query_start_loc[b], query_start_loc[b + 1]):
+            blocks.append(tables[b][pos[t] // block_size_tokens])
+            rows.append(pos[t] % block_size_tokens)
+    device = positions.device
+    return (torch.tensor(blocks, dtype=torch.long, device=device), torch.tensor(rows, dtype=torch.long, device=device))

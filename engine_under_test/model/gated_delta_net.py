@@ -1,0 +1,156 @@
+"""Gated-DeltaNet kernels: causal conv1d and the gated delta rule, torch reference and fla-core.
+
+Layouts (batched over G sequences of equal length L):
+  x          [G, L, C]          conv input (the in_proj_qkv output), C = conv_dim
+  conv_state [G, C, K - 1]      the last K - 1 conv inputs before this chunk
+  q, k       [G, L, Hk, Dk]     v [G, L, Hv, Dv]; g, beta [G, L, Hv]
+  ssm_state  [G, Hv, Dk, Dv]    (transformers' and fla's layout)
+
+Each kernel returns either the state after the last position only or, for verification,
+the state after every position (`save_all_states=True`), which the layer writes into one
+snapshot slot per position:
+
+    position:   0      1      2   ...  L-1
+    state out: S_0    S_1    S_2  ...  S_{L-1}    (S_i = state after consuming token i)
+
+The torch reference kernels run anywhere; `use_fla=True` (CUDA only) imports fla-core's
+`chunk_gated_delta_rule` / `fused_recurrent_gated_delta_rule` lazily.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return x * torch.rsqrt((x * x).sum(dim=-1, keepdim=True) + eps)
+
+
+# ---- causal conv1d ---------------------------------------------------------------------------
+
+
+def causal_conv1d(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tensor,
+                  save_all_states: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """SiLU(depthwise causal conv) of x continuing from conv_state.
+
+    Returns (out [G, L, C], states): states is [G, L, C, K-1] when save_all_states, else
+    [G, C, K-1] (after the last position).
+    """
+    num_channels, kernel = weight.shape
+    seq_len = x.shape[1]
+    full = torch.cat([conv_state.to(weight.dtype), x.transpose(1, 2).to(weight.dtype)], dim=-1)
+    out = F.conv1d(full, weight[:, None, :], groups=num_channels)  # [G, C, L]
+    out = F.silu(out).transpose(1, 2).to(x.dtype)
+    if save_all_states:
+        # window i+1 .. i+K-1 of `full` is the state after token i
+        states = full.unfold(-1, kernel - 1, 1)[:, :, 1:seq_len + 1, :].permute(0, 2, 1, 3)
+    else:
+        states = full[:, :, full.shape[-1] - (kernel - 1):]
+    return out, states
+
+
+# ---- gated delta rule, torch reference --------------------------------------------------------
+
+
+def _prepare(q, k, v, g, beta):
+    num_v_heads = v.shape[2]
+    if q.shape[2] != num_v_heads:
+        rep = num_v_heads // q.shape[2]
+        q = q.repeat_interleave(rep, dim=2)
+        k = k.repeat_interleave(rep, dim=2)
+    q = l2norm(q.float())
+    k = l2norm(k.float())
+    q = q * (q.shape[-1] ** -0.5)
+    return q, k, v.float(), g.float(), beta.float()
+
+
+def recurrent_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
+    """Token-by-token form. Returns (o [G, L, Hv, Dv], states)."""
+    out_dtype = v.dtype
+    q, k, v, g, beta = _prepare(q, k, v, g, beta)
+    state = ssm_state.float().clone()
+    outs, states = [], []
+    for t in range(q.shape[1]):
+        state = state * g[:, t].exp()[..., None, None]
+        kv_mem = (state * k[:, t, :, :, None]).sum(dim=-2)
+        delta = (v[:, t] - kv_mem) * beta[:, t, :, None]
+        state = state + k[:, t, :, :, None] * delta[:, :, None, :]
+        outs.append((state * q[:, t, :, :, None]).sum(dim=-2))
+        if save_all_states:
+            states.append(state)
+    o = torch.stack(outs, dim=1).to(out_dtype)
+    return o, (torch.stack(states, dim=1) if save_all_states else state)
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, ssm_state, chunk_size: int = 64):
+    """Chunked (UT-transform) form for prefill. Returns (o [G, L, Hv, Dv], final state)."""
+    out_dtype = v.dtype
+    q, k, v, g, beta = _prepare(q, k, v, g, beta)
+    # to [G, H, L, D]
+    q, k, v = (x.transpose(1, 2) for x in (q, k, v))
+    g, beta = g.transpose(1, 2), beta.transpose(1, 2)
+    seq_len = q.shape[2]
+    pad = (chunk_size - seq_len % chunk_size) % chunk_size
+    q, k, v = (F.pad(x, (0, 0, 0, pad)) for x in (q, k, v))
+    g, beta = F.pad(g, (0, pad)), F.pad(beta, (0, pad))
+    G, H, Lp, Dk = k.shape
+    n = Lp // chunk_size
+    k_beta, v_beta = k * beta[..., None], v * beta[..., None]
+    q, k, k_beta, v_beta = (x.reshape(G, H, n, chunk_size, x.shape[-1]) for x in (q, k, k_beta, v_beta))
+    g = g.reshape(G, H, n, chunk_size).cumsum(dim=-1)
+    upper = torch.ones(chunk_size, chunk_size, dtype=torch.bool, device=q.device).triu(1)
+    decay = (g[..., :, None] - g[..., None, :]).masked_fill(upper, float("-inf")).exp()
+    ut = (k_beta @ k.transpose(-1, -2)) * decay
+    # (I + strictly-lower(ut)) x = rhs
+    ut = ut.masked_fill(~torch.ones_like(upper).tril(-1), 0.0) + torch.eye(chunk_size, device=q.device)
+    u = torch.linalg.solve_triangular(ut, v_beta, upper=False, unitriangular=True)
+    w = torch.linalg.solve_triangular(ut, k_beta * g.exp()[..., None], upper=False, unitriangular=True)
+    intra = (q @ k.transpose(-1, -2)) * decay
+    state = ssm_state.float().clone()
+    q_dec = q * g.exp()[..., None]
+    k_dec = k * (g[..., -1:] - g).exp()[..., None]
+    out = torch.empty_like(u)
+    for i in range(n):
+        v_new = u[:, :, i] - w[:, :, i] @ state
+        out[:, :, i] = q_dec[:, :, i] @ state + intra[:, :, i] @ v_new
+        state = state * g[:, :, i, -1].exp()[..., None, None] + k_dec[:, :, i].transpose(-1, -2) @ v_new
+    out = out.reshape(G, H, Lp, -1)[:, :, :seq_len].transpose(1, 2).to(out_dtype)
+    return out, state
+
+
+# ---- fla-core (CUDA) --------------------------------------------------------------------------
+
+
+def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
+    """fla-core kernels: chunk for prefill, fused recurrent one position at a time for snapshots."""
+    from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
+
+    num_v_heads = v.shape[2]
+    if q.shape[2] != num_v_heads:
+        rep = num_v_heads // q.shape[2]
+        q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
+    state = ssm_state.float().contiguous()
+    g = g.float()
+    if not save_all_states:
+        o, final = fla_chunk(q, k, v, g, beta.to(q.dtype), initial_state=state, output_final_state=True,
+                             use_qk_l2norm_in_kernel=True)
+        return o, final
+    outs, states = [], []
+    for t in range(q.shape[1]):
+        sl = slice(t, t + 1)
+        o, state = fla_recurrent(q[:, sl].contiguous(), k[:, sl].contiguous(), v[:, sl].contiguous(),
+                                 g[:, sl].contiguous(), beta[:, sl].to(q.dtype).contiguous(),
+                                 initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
+        outs.append(o)
+        states.append(state)
+    return torch.cat(outs, dim=1), torch.stack(states, dim=1)
+
+
+def gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, use_fla: bool):
+    if use_fla:
+        return fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states)
+    if save_all_states:
+        return recurrent_gated_delta_rule(q, k, v, g, beta, ssm_state, True)
+    return chunk_gated_delta_rule(q, k, v, g, beta, ssm_state)

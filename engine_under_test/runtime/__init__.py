@@ -1,0 +1,1 @@
+"""The reference engine's runtime: runs scheduler outputs on the unified pool."""

@@ -1,0 +1,179 @@
+"""The model runner: executes one `SchedulerOutput` on the unified pool.
+
+Contract: `ModelRunner(target, drafter, pool, num_speculative_tokens)`;
+`execute(out, params, generators, acceptance) -> StepResult` with, per scheduled request, the
+sampled tokens (empty for a prefill chunk) and the drafts for its next step. The caller hands
+`sampled` to `scheduler.update_from_output` and `drafts` to `update_draft_token_ids`.
+
+One step, for a request with n scheduled inputs of which the last s are drafts
+(`token_ids = known... + d_1..d_s`, positions num_computed .. num_computed + n - 1):
+
+    query index:    0 .. n-s-2 | n-s-1          | n-s   ...  n-1
+    input:          known      | last known (x) | d_1   ...  d_s
+    logits row:                | 0              | 1     ...  s
+    state saved to:            | slot 0         | slot 1 ... slot s   (every GDN state group)
+
+Rows 0..s are verified (`verify.verify`): m drafts are accepted, m + 1 tokens are output.
+Rollback keeps exactly the accepted prefix: the state after input n-s-1+m (slot m) is copied
+into slot 0, the state slot the next step reads; attention KV past the accepted prefix is
+simply overwritten later (masks never read past a query's position). Then the drafter:
+context K/V for the n - s + m accepted inputs (target residual streams at the DFlash layers),
+and one query block [last output token, mask x k] at positions p .. p + k (p = the position
+of the last output token) whose k mask rows give the next drafts (greedy, as vLLM drafts).
+With k smaller than the drafter's block_size the first k mask positions are used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from engine_under_test.acceptance import AcceptanceModel
+from engine_under_test.model.drafter import DFlashDrafter
+from engine_under_test.model.forward_batch import ForwardBatch, slots_for
+from engine_under_test.model.target import Qwen35Target
+from engine_under_test.pool import UnifiedPool
+from engine_under_test.runtime.caches import layer_caches
+from engine_under_test.runtime.verify import verify
+from engine_under_test.sampling_params import SamplingParams
+from engine_under_test.scheduler.output import ScheduledRequest, SchedulerOutput
+
+PAD_TOKEN_ID = 0   # embeds a padded draft slot (id < 0); its row is always rejected
+
+
+@dataclass
+class StepResult:
+    sampled: dict[str, list[int]] = field(default_factory=dict)
+    drafts: dict[str, list[int]] = field(default_factory=dict)
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+
+
+class ModelRunner:
+    def __init__(self, target: Qwen35Target, drafter: DFlashDrafter | None, pool: UnifiedPool,
+                 num_speculative_tokens: int):
+        self.target, self.drafter, self.pool = target, drafter, pool
+        self.k = num_speculative_tokens if drafter is not None else 0
+        if drafter is not None and self.k > drafter.config.block_size - 1:
+            raise ValueError(f"speculative_config.num_speculative_tokens: {self.k} exceeds the drafter's "
+                             f"block_size - 1 = {drafter.config.block_size - 1}")
+        num_draft_layers = drafter.config.num_hidden_layers if drafter is not None else 0
+        self.kv, self.state = layer_caches(pool, target.config.layer_types, num_draft_layers)
+        self.device = pool.tensor.device
+        self.block_size_tokens = pool.layout.block_size_tokens
+        self.aux_layer_ids = tuple(drafter.config.target_layer_ids) if drafter is not None else ()
+
+    # -- phase helpers ---------------------------------------------------------------------
+    def _target_batch(self, reqs: list[ScheduledRequest]) -> ForwardBatch:
+        pos, qsl = [], [0]
+        for sr in reqs:
+            pos.extend(range(sr.num_computed_tokens, sr.num_computed_tokens + sr.num_scheduled_tokens))
+            qsl.append(qsl[-1] + sr.num_scheduled_tokens)
+        state_groups = next(iter(reqs)).state_block_ids.keys() if reqs else ()
+        return ForwardBatch(
+            positions=torch.tensor(pos, dtype=torch.long, device=self.device), query_start_loc=qsl,
+            seq_lens=[sr.num_computed_tokens + sr.num_scheduled_tokens for sr in reqs],
+            block_tables={g: [list(sr.block_ids[g]) for sr in reqs] for g in reqs[0].block_ids},
+            block_size_tokens=self.block_size_tokens, causal=True,
+            state_in_slots={g: [sr.state_block_ids[g][0] for sr in reqs] for g in state_groups},
+            state_fresh=[sr.num_computed_tokens == 0 for sr in reqs],
+            state_save_positions=[[sr.num_scheduled_tokens - len(sr.spec_token_ids) - 1 + j
+                                   for j in range(len(sr.spec_token_ids) + 1)] for sr in reqs],
+            state_save_slots={g: [list(sr.state_block_ids[g][:len(sr.spec_token_ids) + 1]) for sr in reqs]
+                              for g in state_groups})
+
+    def _rollback(self, reqs: list[ScheduledRequest], accepted: dict[str, int]) -> None:
+        """Copy the state of the last accepted position (slot m) into slot 0."""
+        moves = [(sr, accepted[sr.req_id]) for sr in reqs if accepted.get(sr.req_id, 0) > 0]
+        if not moves:
+            return
+        for cache in self.state.values():
+            src = torch.tensor([sr.state_block_ids[cache.group_id][m] for sr, m in moves], device=self.device)
+            dst = torch.tensor([sr.state_block_ids[cache.group_id][0] for sr, _ in moves], device=self.device)
+            for view in (cache.first, cache.second):
+                view.index_copy_(0, dst, view.index_select(0, src))
+
+    def _draft(self, reqs: list[ScheduledRequest], batch: ForwardBatch, aux: torch.Tensor,
+               sampled: dict[str, list[int]], accepted: dict[str, int]) -> dict[str, list[int]]:
+        drafter, k, bs = self.drafter, self.k, self.block_size_tokens
+        # context: the accepted inputs of every scheduled request
+        rows, ctx_pos, ctx_qsl, tables = [], [], [0], {g: [] for g in reqs[0].block_ids}
+        for b, sr in enumerate(reqs):
+            n_ctx = sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted.get(sr.req_id, 0)
+            rows.extend(range(batch.query_start_loc[b], batch.query_start_loc[b] + n_ctx))
+            ctx_pos.extend(range(sr.num_computed_tokens, sr.num_computed_tokens + n_ctx))
+            ctx_qsl.append(ctx_qsl[-1] + n_ctx)
+            for g in tables:
+                tables[g].append(list(sr.block_ids[g]))
+        positions = torch.tensor(ctx_pos, dtype=torch.long, device=self.device)
+        slots = {g: slots_for(t, ctx_qsl, positions, bs) for g, t in tables.items()}
+        drafter.write_context(aux[torch.tensor(rows, device=self.device)], positions, slots, self.kv)
+        # query blocks: requests that sampled and whose block table holds p + k + 1 tokens
+        q_reqs, q_ids, q_pos, q_qsl = [], [], [], [0]
+        for sr in reqs:
+            toks = sampled.get(sr.req_id)
+            if not toks:
+                continue
+            p = sr.num_computed_tokens + sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted[sr.req_id]
+            if min(len(t) for t in sr.block_ids.values()) * bs < p + k + 1:
+                continue  # at max_model_len: no room to draft, the next step decodes plainly
+            q_reqs.append(sr)
+            q_ids.extend([toks[-1]] + [drafter.config.mask_token_id] * k)
+            q_pos.extend(range(p, p + k + 1))
+            q_qsl.append(q_qsl[-1] + k + 1)
+        if not q_reqs:
+            return {}
+        q_batch = ForwardBatch(
+            positions=torch.tensor(q_pos, dtype=torch.long, device=self.device), query_start_loc=q_qsl,
+            seq_lens=[q_pos[q_qsl[i]] + k + 1 for i in range(len(q_reqs))],
+            block_tables={g: [list(sr.block_ids[g]) for sr in q_reqs] for g in tables},
+            block_size_tokens=bs, causal=False)
+        hidden = drafter(torch.tensor(q_ids, dtype=torch.long, device=self.device), q_batch, self.kv)
+        mask_rows = torch.tensor([q_qsl[i] + 1 + j for i in range(len(q_reqs)) for j in range(k)], device=self.device)
+        draft_ids = drafter.compute_logits(hidden[mask_rows]).argmax(dim=-1).view(len(q_reqs), k).tolist()
+        return {sr.req_id: ids for sr, ids in zip(q_reqs, draft_ids)}
+
+    # -- the step --------------------------------------------------------------------------
+    @torch.inference_mode()
+    def execute(self, out: SchedulerOutput, params: dict[str, SamplingParams],
+                generators: dict[str, torch.Generator], acceptance: AcceptanceModel | None) -> StepResult:
+        reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
+        result = StepResult()
+        if not reqs:
+            return result
+        # Phase 1: the target over every scheduled input.
+        batch = self._target_batch(reqs)
+        ids = torch.tensor([t if t >= 0 else PAD_TOKEN_ID for sr in reqs for t in sr.token_ids],
+                           dtype=torch.long, device=self.device)
+        hidden, aux = self.target(ids, batch, self.kv, self.state, self.aux_layer_ids)
+        # Phase 2: logits of the verified rows, one transfer for all argmaxes.
+        sample_rows, owners = [], []
+        for b, sr in enumerate(reqs):
+            if sr.is_prefill_chunk:
+                continue
+            first = batch.query_start_loc[b] + sr.num_scheduled_tokens - len(sr.spec_token_ids) - 1
+            sample_rows.extend(range(first, first + len(sr.spec_token_ids) + 1))
+            owners.append((sr, len(sample_rows) - len(sr.spec_token_ids) - 1))
+        accepted: dict[str, int] = {}
+        if sample_rows:
+            logits = self.target.compute_logits(hidden[torch.tensor(sample_rows, device=self.device)])
+            argmax = logits.argmax(dim=-1).tolist()
+            # Phase 3: verification, request by request.
+            for sr, start in owners:
+                n_rows = len(sr.spec_token_ids) + 1
+                toks = verify(logits[start:start + n_rows], list(sr.spec_token_ids), params[sr.req_id],
+                              generators.get(sr.req_id), acceptance if sr.spec_token_ids else None,
+                              argmax=argmax[start:start + n_rows])
+                result.sampled[sr.req_id] = toks
+                accepted[sr.req_id] = len(toks) - 1
+                result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
+                result.num_accepted_tokens += len(toks) - 1
+        for sr in reqs:
+            result.sampled.setdefault(sr.req_id, [])
+        # Phase 4: keep exactly the accepted prefix of the recurrent state.
+        self._rollback(reqs, accepted)
+        # Phase 5: the drafter.
+        if self.drafter is not None:
+            result.drafts = self._draft(reqs, batch, aux, result.sampled, accepted)
+        return result
