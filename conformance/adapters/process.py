@@ -1,0 +1,210 @@
+"""The process adapter: any engine with an OpenAI-compatible server, run live through a manifest.
+
+Contract: `run_live(manifest, case, settings)` returns one schema-valid `run`-mode observation,
+whatever the engine does. It starts the engine as a subprocess (argv list, its own process
+group, stdout + stderr kept in a log file), waits for the health URL, reads the plan figures
+from the startup lines (`throughput.plan`), drives the load generator's ladder, and stops the
+whole process group on every exit path (SIGTERM, then SIGKILL after `stop_timeout_s`). An
+engine that dies, hangs at startup or fails a rung yields an `error` observation whose message
+ends with the engine's last log lines; rungs already measured are kept. An exit code the
+manifest lists as a refusal yields `refused`. A mapping the case cannot be expressed in
+(`ValueError` from the manifest's mapping module) is `refused` with that message.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import httpx
+
+from conformance import observation, paths
+from conformance.adapters.hardware import describe
+from conformance.adapters.manifest import Manifest, case_values, render, render_argv, render_env
+from conformance.adapters.runner import _describe_exit, _tail
+from conformance.loadgen import LoadgenSettings, Workload, run_ladder
+
+HEALTH_POLL_S = 0.25
+LOG_TAIL_LINES = 30
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _vocab_size(target_dir: str) -> int:
+    import json
+
+    cfg = json.loads((Path(target_dir) / "config.json").read_text())
+    return int(cfg.get("text_config", cfg)["vocab_size"])
+
+
+def _version(m: Manifest, values: Mapping[str, Any], env: dict[str, str]) -> str:
+    if m.version_command:
+        try:
+            out = subprocess.run(render_argv(m.version_command, values, "version_command"), capture_output=True,
+                                 text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[-1]
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+        return "unknown"
+    return render(m.version, values, "version") if m.version else "unknown"
+
+
+def parse_plan_figures(log_text: str, regexes: Mapping[str, str]) -> dict[str, float | int | None]:
+    """First match of each regex; group 1 with thousands separators dropped, as int or float."""
+    out: dict[str, float | int | None] = {}
+    for name, rx in regexes.items():
+        m = re.search(rx, log_text)
+        if not m:
+            out[name] = None
+            continue
+        text = m.group(1).replace(",", "")
+        out[name] = float(text) if any(c in text for c in ".eE") else int(text)
+    return out
+
+
+class EngineProcess:
+    """One engine subprocess in its own session / process group. Use as a context manager."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, stop_timeout_s: float):
+        self.argv, self.env, self.log_path, self.stop_timeout_s = argv, env, log_path, stop_timeout_s
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "EngineProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("w") as log:
+            log.write("$ " + " ".join(self.argv) + "\n")
+            log.flush()
+            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=self.env, cwd=str(paths.REPO_ROOT), start_new_session=True)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def exited(self) -> str | None:
+        """None while running, else how it ended ("exited with code 3", "was killed by SIGKILL")."""
+        rc = self.proc.poll() if self.proc else None
+        return None if rc is None else f"engine {_describe_exit(rc)}"
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            self._reap_group()
+            return
+        for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 10.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                break
+            try:
+                self.proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self._reap_group()
+
+    def _reap_group(self) -> None:
+        """Children the engine left behind in its group (workers) go too."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
+        return _tail(self.log_path, n)
+
+
+def wait_healthy(url: str, engine: EngineProcess, timeout_s: float) -> str | None:
+    """None once `url` answers 200; else why not (the engine exited, or the timeout passed)."""
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(timeout=2.0, trust_env=False) as client:
+        while time.monotonic() < deadline:
+            gone = engine.exited()
+            if gone:
+                return f"{gone} before {url} answered"
+            try:
+                if client.get(url).status_code == 200:
+                    return None
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(HEALTH_POLL_S)
+    return f"{url} did not answer 200 within {timeout_s:g} s"
+
+
+def _with_log(message: str, engine: EngineProcess) -> str:
+    return f"{message}\n--- engine log ({engine.log_path.name}, last lines) ---\n{engine.log_tail()}"
+
+
+def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overrides: Mapping[str, Any] | None = None,
+             log_dir: Path | None = None, on_rung: Callable[[dict[str, Any]], None] = lambda r: None,
+             on_started: Callable[[EngineProcess], None] = lambda e: None) -> dict[str, Any]:
+    """See the module doc. `on_rung` sees each rung as it is measured; `on_started` the engine process."""
+    t0 = time.perf_counter()
+    profile = case["device"]
+    port = int((overrides or {}).get("port") or free_port())
+    try:
+        values = case_values(case, port, overrides, m.mapping_module)
+    except ValueError as exc:   # the engine has no knob for what the case asks
+        return observation.failed(case["id"], m.engine, "unknown", "run", profile, "refused", str(exc))
+    argv = render_argv(m.command, values)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(render_env(m.env, values))
+    version = _version(m, values, env)
+    obs = observation.new(case["id"], m.engine, version, "run", profile)
+    obs["device"]["hardware"] = describe(str(values.get("device", "cpu")))
+    obs["provenance"]["mapping"] = {"argv": argv, "env": render_env(m.env, values), "manifest": str(m.path)}
+    obs["provenance"]["glue"] = [
+        {"name": "conformance.loadgen", "description": "closed-loop streaming client: requests, clock, seeds, "
+                                                      "throughput and latency figures, acceptance from /metrics deltas"},
+        {"name": "conformance.adapters.process.parse_plan_figures",
+         "description": f"plan figures read from the engine's startup log by the manifest's regexes ({m.path.name})"}]
+    obs["provenance"]["functions"] = [f"{m.engine} server: POST /v1/completions (stream)", f"{m.engine} server: GET /metrics"]
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"live-{m.engine}-"))
+    log_path = log_dir / f"{m.engine}-{case['id']}.log"
+    workload = Workload.from_case(case, _vocab_size(case["resolved"]["target_dir"]))
+    timing: dict[str, Any] = {"log_file": str(log_path)}
+    obs["timing"] = timing
+    with EngineProcess(argv, env, log_path, m.stop_timeout_s) as engine:
+        on_started(engine)
+        why = wait_healthy(render(m.health_url, values, "health_url"), engine, m.startup_timeout_s)
+        timing["startup_s"] = time.perf_counter() - t0
+        if why:
+            rc = engine.proc.poll()
+            status = "refused" if rc is not None and rc in m.refusal_exit_codes else "error"
+            out = observation.failed(case["id"], m.engine, version, "run", profile, status, _with_log(why, engine))
+            out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
+            return observation.validate(out, f"process adapter ({m.path.name})")
+        plan = parse_plan_figures(log_path.read_text(errors="replace"), m.startup_regexes)
+        t1 = time.perf_counter()
+        result = run_ladder(render(m.base_url, values, "base_url"), workload, settings, m.metrics,
+                            int(case["speculative"]["num_speculative_tokens"]), on_rung=on_rung,
+                            alive=engine.exited, extra_body=m.request_extra)
+        timing["ladder_s"] = time.perf_counter() - t1
+        timing["rungs"] = [{"concurrency": r["concurrency"], "wall_s": r.pop("wall_s", None)} for r in result.rungs]
+        obs["throughput"] = {"model": result.model, "plan": plan, "rungs": result.rungs,
+                             "workload": {"prompt_tokens": workload.prompt_tokens,
+                                          "output_tokens": workload.output_tokens, "seed": workload.seed},
+                             "settings": {"concurrencies": list(settings.concurrencies),
+                                          "num_repeats": settings.num_repeats,
+                                          "num_warmup_waves": settings.num_warmup_waves,
+                                          "min_requests_per_slot": settings.min_requests_per_slot}}
+        failed = result.message or next((r["message"] for r in result.rungs if r["status"] == "error"), None)
+        if failed:
+            obs["status"], obs["message"] = "error", _with_log(failed, engine)
+    timing["wall_s"] = time.perf_counter() - t0
+    return observation.validate(obs, f"process adapter ({m.path.name})")

@@ -1,0 +1,114 @@
+"""`conformance ladder --manifest M --case C`: a live throughput ladder through the process adapter.
+
+Starts the engine the manifest describes with the case's knobs, drives the load generator at each
+concurrency, prints a table and writes the `run`-mode observation (JSON). Exit status: 0 when the
+observation is ok, 1 when it is an error or refused (the message says why), 2 for a bad case,
+manifest or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from conformance.cases import find_case
+from conformance.errors import ConformanceError
+from conformance.loadgen import LoadgenSettings
+
+NAME = "ladder"
+HELP = "run a live throughput ladder on an engine through its process-adapter manifest"
+
+
+def _concurrencies(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"concurrencies must be integers >= 1: {text!r}")
+    return values
+
+
+def _overrides(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise ConformanceError(f"--set {p!r}: expected KEY=VALUE")
+        out[key] = value
+    return out
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--manifest", required=True, help="manifest file, or a shipped name (reference, vllm, sglang)")
+    p.add_argument("--case", required=True, help="case id or path to a case file")
+    p.add_argument("--concurrency", type=_concurrencies, default=None, help="comma list (default 1,2,4,8,16,32)")
+    p.add_argument("--repeats", type=int, default=1, help="measured repeats per rung")
+    p.add_argument("--warmup-waves", type=int, default=1, help="waves of c warm-up requests per rung")
+    p.add_argument("--min-requests-per-slot", type=int, default=2)
+    p.add_argument("--request-timeout-s", type=float, default=300.0)
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a manifest placeholder (e.g. vllm=/opt/venv/bin/vllm, device=cuda)")
+    p.add_argument("--log-dir", type=Path, default=None, help="keep the engine's log here")
+    p.add_argument("--out", type=Path, default=None, help="write the observation JSON here")
+
+
+def print_table(obs: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    th = obs.get("throughput") or {}
+    plan = th.get("plan") or {}
+    title = (f"{obs['engine']['name']} {obs['engine']['version']} on {obs['case_id']} "
+             f"({obs['device'].get('hardware')}); plan: " + ", ".join(f"{k}={v}" for k, v in plan.items()))
+    t = Table(title=title)
+    for col in ("c", "status", "out tok/s", "req/s", "TTFT ms p50 [p10-p90]", "TPOT ms p50", "ITL ms p50",
+                "accept len", "requests"):
+        t.add_column(col, justify="right")
+
+    def med(s: dict | None, spread: bool = False) -> str:
+        if not s:
+            return "-"
+        return f"{s['median']:.1f} [{s['p10']:.1f}-{s['p90']:.1f}]" if spread else f"{s['median']:.2f}"
+
+    for r in th.get("rungs") or []:
+        t.add_row(str(r["concurrency"]), r["status"], f"{r['output_tok_per_s']:.1f}" if r.get("output_tok_per_s") else "-",
+                  f"{r['request_per_s']:.2f}" if r.get("request_per_s") else "-", med(r.get("ttft_ms"), True),
+                  med(r.get("tpot_ms")), med(r.get("itl_ms")),
+                  f"{r['mean_acceptance_length']:.2f}" if r.get("mean_acceptance_length") else "-",
+                  str(r.get("num_requests", 0)))
+    Console(width=None if sys.stdout.isatty() else 160).print(t)
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.adapters.manifest import load_manifest
+    from conformance.adapters.process import run_live
+
+    manifest = load_manifest(args.manifest)
+    case = find_case(args.case)
+    try:
+        settings = LoadgenSettings(concurrencies=args.concurrency or LoadgenSettings().concurrencies,
+                                   num_repeats=args.repeats, num_warmup_waves=args.warmup_waves,
+                                   min_requests_per_slot=args.min_requests_per_slot,
+                                   request_timeout_s=args.request_timeout_s)
+    except ValueError as exc:
+        raise ConformanceError(str(exc)) from None
+
+    def progress(rung: dict[str, Any]) -> None:
+        tps = rung.get("output_tok_per_s")
+        print(f"ladder: c={rung['concurrency']} {rung['status']}" + (f" {tps:.1f} tok/s" if tps else ""),
+              file=sys.stderr, flush=True)
+
+    obs = run_live(manifest, case.to_json(), settings, _overrides(args.set), args.log_dir, on_rung=progress)
+    print_table(obs)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(obs, indent=2, sort_keys=True) + "\n")
+    if obs["status"] != "ok":
+        print(f"conformance ladder: {obs['engine']['name']} {obs['status']} on {obs['case_id']}:\n{obs['message']}",
+              file=sys.stderr)
+        return 1
+    return 0

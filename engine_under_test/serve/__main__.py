@@ -1,0 +1,5 @@
+import sys
+
+from engine_under_test.serve.main import main
+
+sys.exit(main())

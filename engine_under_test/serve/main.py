@@ -1,0 +1,77 @@
+"""`python -m engine_under_test.serve`: build the engine, start the engine thread, serve HTTP.
+
+Startup lines (stable, one `key=value` list each, for regexes such as `kv_cache_tokens=(\\d+)`):
+
+    reference-engine plan: kv_cache_tokens=N max_concurrency=X.XX max_num_scheduled_tokens=N max_num_seqs=N max_active_seqs=N num_blocks=N block_size_tokens=N
+    reference-engine serving: model=NAME url=http://HOST:PORT
+
+`kv_cache_tokens` is vLLM's figure: int(max_concurrency x max_model_len). SIGTERM / SIGINT stop
+the HTTP server, then the engine thread, and exit 0; a failed engine thread exits 1.
+Exit 2: bad flags; exit 3: the engine refused the configuration (its message printed).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Any
+
+from engine_under_test.serve.args import parse
+from engine_under_test.serve.http_api import ApiServer
+from engine_under_test.serve.loop import EngineLoop
+
+PREFIX = "reference-engine"
+
+
+def plan_line(plan: Any, max_model_len: int) -> str:
+    mem, budget = plan.memory, plan.budget
+    return (f"{PREFIX} plan: kv_cache_tokens={int(mem.max_concurrency * max_model_len)} "
+            f"max_concurrency={mem.max_concurrency:.2f} max_num_scheduled_tokens={budget.max_num_scheduled_tokens} "
+            f"max_num_seqs={budget.max_num_seqs} max_active_seqs={budget.max_active_seqs} "
+            f"num_blocks={mem.layout.num_blocks} block_size_tokens={mem.layout.block_size_tokens}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from engine_under_test.serve.build import build_engine, engine_stats, make_sampling_params
+
+    try:
+        engine = build_engine(args)
+    except ValueError as exc:   # BudgetRefusal / MemoryRefusal are ValueErrors with the engine's message
+        print(f"{PREFIX} refused: {exc}", file=sys.stderr, flush=True)
+        return 3
+    plan = engine.plan
+    print(plan_line(plan, engine.cfg.max_model_len), flush=True)
+    loop = EngineLoop(engine, engine_stats)
+    server = ApiServer((args.host, args.port), loop, args.served_model_name, make_sampling_params,
+                       engine.cfg.max_model_len, plan.target.vocab_size)
+    host, port = server.server_address[:2]
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    loop.start()
+
+    def watch() -> None:   # a failed engine thread takes the server down
+        loop.thread.join()
+        if not stopping.is_set():
+            stopping.set()
+            server.shutdown()
+
+    threading.Thread(target=watch, daemon=True).start()
+    print(f"{PREFIX} serving: model={args.served_model_name} url=http://{host}:{port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.1)
+    finally:
+        server.server_close()
+        loop.stop()
+    if loop.fatal:
+        return 1
+    print(f"{PREFIX} stopped", flush=True)
+    return 0

@@ -1,0 +1,57 @@
+"""Prometheus text for GET /metrics, with vLLM's metric names where one exists.
+
+    vllm:spec_decode_num_drafts_total          counter  verify steps that checked a draft (only when the
+                                                        engine counts them; else derive d(draft_tokens) / k)
+    vllm:spec_decode_num_draft_tokens_total    counter  draft tokens proposed
+    vllm:spec_decode_num_accepted_tokens_total counter  draft tokens accepted
+    vllm:prompt_tokens_total                   counter  prompt tokens of admitted requests
+    vllm:generation_tokens_total               counter  output tokens streamed back
+    vllm:request_success_total                 counter  requests finished (label finished_reason)
+    vllm:num_requests_running                  gauge    requests inside the engine
+    vllm:kv_cache_usage_perc                   gauge    fraction of the unified pool's blocks in use (0..1)
+    reference:num_scheduled_tokens_total       counter  tokens the scheduler scheduled (sum over steps)
+    reference:num_steps_total                  counter  engine steps run
+    reference:num_requests_total               counter  requests admitted
+
+Mean acceptance length over an interval = 1 + d(accepted_tokens) / d(drafts), as vLLM documents.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+# (name, type, help, key in the snapshot)
+METRICS: tuple[tuple[str, str, str, str], ...] = (
+    ("vllm:spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.", "num_drafts"),
+    ("vllm:spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.", "num_draft_tokens"),
+    ("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", "num_accepted_tokens"),
+    ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", "num_prompt_tokens"),
+    ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", "num_generation_tokens"),
+    ("vllm:num_requests_running", "gauge", "Number of requests in the engine.", "num_requests_running"),
+    ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", "pool_usage"),
+    ("reference:num_scheduled_tokens_total", "counter", "Tokens scheduled, summed over steps.", "num_scheduled_tokens"),
+    ("reference:num_steps_total", "counter", "Engine steps run.", "num_steps"),
+    ("reference:num_requests_total", "counter", "Requests admitted.", "num_requests"),
+)
+FINISHED_KEY_PREFIX = "finished:"
+OPTIONAL_KEYS = frozenset({"num_drafts"})   # reported only when the engine counts drafts
+
+
+def render(snapshot: Mapping[str, float]) -> str:
+    """Text exposition format 0.0.4 of one snapshot (absent keys are reported as 0)."""
+    lines: list[str] = []
+    for name, kind, help_text, key in METRICS:
+        if key in OPTIONAL_KEYS and key not in snapshot:
+            continue
+        base = name[:-len("_total")] if kind == "counter" else name
+        lines += [f"# HELP {base} {help_text}", f"# TYPE {base} {kind}", f"{name} {_num(snapshot.get(key, 0))}"]
+    lines += ["# HELP vllm:request_success Count of successfully processed requests.",
+              "# TYPE vllm:request_success counter"]
+    for key in sorted(k for k in snapshot if k.startswith(FINISHED_KEY_PREFIX)):
+        reason = key[len(FINISHED_KEY_PREFIX):]
+        lines.append(f'vllm:request_success_total{{finished_reason="{reason}"}} {_num(snapshot[key])}')
+    return "\n".join(lines) + "\n"
+
+
+def _num(v: float) -> str:
+    return repr(float(v)) if isinstance(v, float) else str(int(v))

@@ -1,0 +1,113 @@
+"""The load generator against the checking stub server (a real HTTP server, real sockets)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder
+from conformance.loadgen.ladder import check_loopback
+from conformance.loadgen.stub_server import StubServer
+
+NAMES = MetricNames(accepted_tokens="stub:num_accepted_tokens_total", draft_tokens="stub:num_draft_tokens_total",
+                    drafts="stub:num_drafts_total")
+
+
+def _workload(**kw) -> Workload:
+    return Workload(**{"num_requests": 6, "prompt_tokens": 8, "output_tokens": 12, "seed": 7, "vocab_size": 64, **kw})
+
+
+@pytest.mark.parametrize("tokens_per_step", [1, 3])
+def test_ladder_counts_and_acceptance(tokens_per_step: int) -> None:
+    settings = LoadgenSettings(concurrencies=(1, 3), num_warmup_waves=1, min_requests_per_slot=2)
+    w = _workload()
+    with StubServer(tokens_per_step=tokens_per_step, num_speculative_tokens=4, step_delay_s=0.002) as srv:
+        result = run_ladder(srv.base_url, w, settings, NAMES, num_speculative_tokens=4)
+        st = srv.state
+    assert result.message is None and [r["concurrency"] for r in result.rungs] == [1, 3]
+    for r in result.rungs:
+        n = settings.num_requests(r["concurrency"], w.num_requests)
+        assert r["status"] == "ok" and r["num_requests"] == n and r["num_failed_requests"] == 0
+        assert r["num_output_tokens"] == n * w.output_tokens
+        assert r["mean_acceptance_length"] == pytest.approx(tokens_per_step)
+        assert r["output_tok_per_s"] == pytest.approx(r["num_output_tokens"] / r["wall_s"])
+        # chunks of tokens_per_step tokens: ceil(12 / tps) chunks -> that many - 1 gaps per request
+        assert r["itl_ms"]["num_samples"] == n * (-(-w.output_tokens // tokens_per_step) - 1)
+        assert r["ttft_ms"]["p10"] <= r["ttft_ms"]["median"] <= r["ttft_ms"]["p90"]
+    # warm-up waves (c requests each) + measured requests; concurrency never exceeded the rung's
+    assert st.num_requests == sum(c + settings.num_requests(c, w.num_requests) for c in (1, 3))
+    assert st.max_in_flight <= 3 and st.violations == []
+
+
+def test_prompts_are_seeded_and_distinct() -> None:
+    w = _workload()
+    assert w.prompt_token_ids("c1-r0", 0) == _workload().prompt_token_ids("c1-r0", 0)
+    assert w.prompt_token_ids("c1-r0", 0) != w.prompt_token_ids("c1-r0", 1)
+    assert w.prompt_token_ids("c1-r0", 0) != w.prompt_token_ids("c2-r0", 0)
+    assert w.prompt_token_ids("c1-r0", 0) != _workload(seed=8).prompt_token_ids("c1-r0", 0)
+    ids = w.prompt_token_ids("x", 3)
+    assert len(ids) == w.prompt_tokens and all(2 <= t < w.vocab_size for t in ids)
+
+
+def test_server_prompts_are_the_workload_prompts() -> None:
+    w = _workload(num_requests=2)
+    with StubServer() as srv:
+        run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1,), num_warmup_waves=0, min_requests_per_slot=1),
+                   NAMES)
+        prompts = srv.state.prompts
+    assert prompts == [w.prompt_token_ids("c1-r0", i) for i in range(2)]
+
+
+def test_dead_server_gives_error_rung_and_stops() -> None:
+    with StubServer() as srv:
+        url = srv.base_url
+        settings = LoadgenSettings(concurrencies=(1, 2), num_warmup_waves=0, request_timeout_s=5)
+        from conformance.loadgen.ladder import run_rung
+
+        model = "stub"
+    rung = run_rung(url, model, _workload(), settings, NAMES, 1)   # the server is gone now
+    assert rung["status"] == "error" and rung["output_tok_per_s"] is None
+    assert "ConnectError" in rung["message"] or "refused" in rung["message"].lower()
+    result = run_ladder(url, _workload(), settings, NAMES, alive=lambda: "engine exited with code 1")
+    assert result.rungs == [] and "v1/models" in result.message
+
+
+def test_short_outputs_are_an_error() -> None:
+    w = _workload()
+    with StubServer() as srv:
+        srv.httpd.RequestHandlerClass = _short_handler(srv.httpd.RequestHandlerClass)
+        result = run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1, 2), num_warmup_waves=0), NAMES)
+    assert [r["status"] for r in result.rungs] == ["error"]
+    assert "output tokens where 12 were asked" in result.rungs[0]["message"]
+
+
+def _short_handler(base):
+    import json
+
+    class Short(base):
+        def do_POST(self):  # a server that ignores ignore_eos: it stops after 5 tokens
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body["max_tokens"] = 5
+            data = json.dumps(body).encode()
+            import io
+
+            self.rfile = io.BytesIO(data)
+            self.headers.replace_header("Content-Length", str(len(data)))
+            super().do_POST()
+
+    return Short
+
+
+def test_loopback_only() -> None:
+    check_loopback("http://127.0.0.1:1")
+    check_loopback("http://localhost:1")
+    with pytest.raises(ValueError, match="loopback"):
+        check_loopback("http://10.0.0.1:8000")
+
+
+def test_settings_validate() -> None:
+    with pytest.raises(ValueError, match="concurrencies"):
+        LoadgenSettings(concurrencies=(0,))
+    with pytest.raises(ValueError, match="num_repeats"):
+        LoadgenSettings(num_repeats=0)
+    s = LoadgenSettings(min_requests_per_slot=2, max_num_requests_per_rung=10)
+    assert s.num_requests(1, 4) == 4 and s.num_requests(4, 4) == 8 and s.num_requests(32, 4) == 10
