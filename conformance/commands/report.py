@@ -1,0 +1,29 @@
+"""`conformance report DIR`: re-render DIR/index.html and DIR/junit.xml from DIR/observations.jsonl
+(and DIR/run.json), judging the observations again against the goldens as they are now.
+
+Exit status: 0 when the report was written (whatever its verdicts), 2 when DIR holds no usable
+observations.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from conformance.job.execute import finish
+
+NAME = "report"
+HELP = "re-render the HTML parity report of a run directory"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", type=Path, metavar="DIR", help="a run directory (reports/<run-id> or reports/latest)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from conformance.job.rundir import resolve_run_dir
+
+    finish(resolve_run_dir(args.dir), Console())
+    return 0

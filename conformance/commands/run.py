@@ -1,0 +1,39 @@
+"""`conformance run`: the main job. Plans the default matrix (or `--cases`) on every available engine,
+judges it with the suites' rules, and writes `reports/<run-id>/` (observations.jsonl, index.html,
+junit.xml) and `reports/latest`.
+
+Exit status: 0 when every parity check passed and no engine errored; 1 when a check failed or an
+engine errored; 2 for a bad case, engine or option; 130 when interrupted (the partial report is
+still written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from conformance.engines import ENGINES
+from conformance.job.execute import RunOptions, run_job
+from conformance.job.selection import DEFAULT_SELECTION
+
+NAME = "run"
+HELP = "run the parity matrix on every available engine and write the HTML report"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cases", nargs="+", metavar="GLOB", default=[],
+                   help=f"case id globs or case files (default: {DEFAULT_SELECTION.describe()})")
+    p.add_argument("--engines", metavar="LIST", help=f"comma list (default: all of {', '.join(ENGINES)})")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="reports directory (default reports/): writes DIR/<run-id>/ and DIR/latest")
+    p.add_argument("--no-build", action="store_true",
+                   help="skip an oracle whose venv is not cached instead of building it")
+    p.add_argument("--cases-dir", type=Path, help="case directory (default suites/cases)")
+
+
+def run(args: argparse.Namespace) -> int:
+    options = RunOptions(case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
+                         no_build=args.no_build, cases_dir=args.cases_dir)
+    return run_job(options, Console(stderr=False))

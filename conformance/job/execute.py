@@ -1,0 +1,157 @@
+"""`conformance run`: plan the selected cases on every available engine and write the run directory.
+
+Contract: `run_job(options, console)` returns the exit status: 0 when every check passed and no
+engine errored, 1 otherwise, 130 when interrupted (SIGINT). Whatever happens, the run directory
+holds `observations.jsonl` (each observation appended as it arrives), `run.json`, a valid
+`index.html` and `junit.xml` of what was measured (the rest marked not run), and `latest` points
+at it. Engines run one after the other, one adapter process per engine for all cases
+(`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from conformance import observation
+from conformance.adapters.runner import plan_cases
+from conformance.cases import Case
+from conformance.engines import EngineSpec, get_engine
+from conformance.errors import OracleEnvError
+from conformance.job import rundir
+from conformance.job.summary import print_summary
+from conformance.report.junit import write_junit
+from conformance.report.model import RunReport, failed_run
+from conformance.report.render import write_html
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    case_patterns: tuple[str, ...] = ()
+    engines: str | None = None
+    reports_root: Path | None = None
+    no_build: bool = False
+    cases_dir: Path | None = None
+
+
+def _stamp() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _meta(run_dir: Path, selection: str, cases: Sequence[Case], engines: list[dict[str, Any]],
+          started_at: str, finished_at: str | None = None, interrupted: bool = False) -> dict[str, Any]:
+    return {"run_id": run_dir.name, "started_at": started_at, "finished_at": finished_at,
+            "interrupted": interrupted, "selection": selection, "engines": engines,
+            "cases": [{"id": c.id, "digest": c.digest(), "source": str(c.path), "spec": c.spec} for c in cases]}
+
+
+def _prepare(spec: EngineSpec, no_build: bool, say) -> tuple[str, str]:
+    """(state, note) of an engine before planning: planned | skipped | failed."""
+    if spec.kind != "oracle":
+        return "planned", ""
+    from conformance.envs import install, oracle_env
+
+    env = oracle_env(spec)
+    if env.state() != "ready":
+        if no_build:
+            return "skipped", f"venv {env.path} is {env.state()} and --no-build was given"
+        say(f"{spec.name}: building its pinned venv ({env.state()})")
+    try:
+        install(spec, progress=lambda m: say(m))
+    except OracleEnvError as exc:
+        return "failed", f"its environment could not be built: {str(exc).splitlines()[0]}"
+    return "planned", ""
+
+
+def run_job(options: RunOptions, console: Console) -> int:
+    from conformance.job.selection import select_cases, select_engines
+
+    cases, selection = select_cases(list(options.case_patterns), options.cases_dir)
+    names = select_engines(options.engines)
+    reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
+    run_dir = rundir.new_run_dir(reports_root)
+    started = _stamp()
+    engines = [{"name": n, "version": get_engine(n).version_pin, "state": "pending", "note": ""} for n in names]
+    rundir.write_json_atomic(run_dir / rundir.RUN_FILE, _meta(run_dir, selection, cases, engines, started))
+    console.print(f"conformance run {escape(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
+                  f"· selection: {escape(selection)} -> {escape(str(run_dir))}")
+    log = rundir.ObservationLog(run_dir)
+    interrupted = False
+    try:
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), console=console) as progress:
+            tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
+            for entry in engines:
+                _run_engine(entry, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+                rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                                         _meta(run_dir, selection, cases, engines, started))
+    except KeyboardInterrupt:
+        interrupted = True
+        console.print("[yellow]interrupted: writing the report of what was measured[/]")
+    finally:
+        log.close()
+    for entry in engines:
+        if entry["state"] in ("pending", "running"):
+            entry["state"], entry["note"] = "planned", ("interrupted" if interrupted else entry["note"])
+    rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                             _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
+    report = finish(run_dir, console)
+    rundir.point_latest(reports_root, run_dir)
+    if interrupted:
+        return 130
+    return 1 if failed_run(report) else 0
+
+
+def _run_engine(entry: dict[str, Any], cases: Sequence[Case], no_build: bool, run_dir: Path,
+                log: rundir.ObservationLog, progress: Progress, task) -> None:
+    spec = get_engine(entry["name"])
+    say = lambda m: progress.console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
+    progress.update(task, description=f"{spec.name}: preparing")
+    entry["state"] = "running"
+    state, note = _prepare(spec, no_build, say)
+    entry["state"], entry["note"] = state, note
+    if state == "skipped":
+        progress.update(task, description=f"{spec.name}: skipped ({note})", completed=len(cases))
+        return
+    t0 = time.monotonic()
+
+    def arrived(obs: dict[str, Any]) -> None:
+        log.append(obs)
+        progress.advance(task)
+        first = (obs.get("message") or "").strip().splitlines()
+        progress.console.print(f"  {escape(spec.name):<10} {escape(obs['case_id']):<40} {escape(obs['status']):<8} "
+                               f"[dim]{escape(first[0][:100]) if first and obs['status'] != 'ok' else ''}[/]",
+                               no_wrap=True, overflow="ellipsis", crop=True)
+        progress.update(task, description=f"{spec.name}: {obs['case_id']}")
+
+    if state == "failed":
+        for case in cases:
+            arrived(observation.failed(case.id, spec.name, spec.version_pin or "unknown", "plan",
+                                       case.spec["device"], "error", f"{spec.name}: {note}"))
+        return
+    progress.update(task, description=f"{spec.name}: planning")
+    plan_cases(spec, cases, on_observation=arrived, log_dir=run_dir / "logs" / spec.name)
+    entry["state"] = "planned"
+    progress.update(task, description=f"{spec.name}: done in {time.monotonic() - t0:.0f} s")
+
+
+def _default_reports_root() -> Path:
+    from conformance import paths
+
+    return paths.reports_dir()
+
+
+def finish(run_dir: Path, console: Console | None = None) -> RunReport:
+    """Judge, render `index.html` and `junit.xml` from the run directory, print the summary."""
+    report = rundir.load_report(run_dir)
+    index = write_html(report, run_dir / rundir.INDEX_FILE)
+    junit = write_junit(report, run_dir / rundir.JUNIT_FILE)
+    if console is not None:
+        print_summary(console, report, index, junit)
+    return report

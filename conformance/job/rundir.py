@@ -1,0 +1,174 @@
+"""A run directory, `reports/<run-id>/`, and how a report is rebuilt from it.
+
+Layout:
+    run.json            the run's metadata: id, times, selection, engines (state, note), and every
+                        selected case's spec (so a re-render judges the cases as they were run)
+    observations.jsonl  one observation per line, appended and flushed as each one arrives
+    index.html          the parity report        junit.xml   the verdicts for CI
+    logs/<engine>/      the adapter processes' logs
+`reports/latest` points at the newest run (a symlink, or a file holding the run id where links fail).
+
+Contract: `load_report(dir)` rebuilds the `RunReport` from `observations.jsonl` (+ `run.json` when
+present), judging every case again with `job.judge`; a trailing partial line (a run killed
+mid-write) is ignored, any other bad line raises `ObservationError` naming file and line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance.errors import ConformanceError
+from conformance.job.judge import judge_case
+from conformance.observation import ObservationError, validate
+from conformance.report.model import CaseEntry, EngineEntry, RunReport
+
+RUN_FILE = "run.json"
+OBSERVATIONS_FILE = "observations.jsonl"
+INDEX_FILE = "index.html"
+JUNIT_FILE = "junit.xml"
+LATEST = "latest"
+TITLE = "DFlash parity report"
+
+
+def new_run_dir(reports_root: Path, now: float | None = None) -> Path:
+    """Create `reports_root/<YYYYmmdd-HHMMSS>[-n]/` (never reusing an existing directory)."""
+    reports_root.mkdir(parents=True, exist_ok=True)
+    stem = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    for n in range(1, 1000):
+        path = reports_root / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise ConformanceError(f"{reports_root}: cannot create a run directory for {stem}")
+
+
+def write_json_atomic(path: Path, doc: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+class ObservationLog:
+    """Appends observations to `observations.jsonl`, one flushed line each (thread-safe)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = run_dir / OBSERVATIONS_FILE
+        self._lock = threading.Lock()
+        self._fh = self.path.open("a", encoding="utf-8")
+
+    def append(self, obs: dict[str, Any]) -> None:
+        with self._lock:
+            self._fh.write(json.dumps(obs, sort_keys=True) + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+def read_observations(run_dir: Path) -> list[dict[str, Any]]:
+    path = Path(run_dir) / OBSERVATIONS_FILE
+    if not path.is_file():
+        raise ConformanceError(f"{path}: no observations file (is {run_dir} a run directory of `conformance run`?)")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obs = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == len(lines):   # the last line, unterminated: the run was killed while writing it
+                break
+            raise ObservationError([f"{path}: line {i}: not JSON ({exc.msg})"]) from None
+        out.append(validate(obs, f"{path}: line {i}"))
+    return out
+
+
+def read_run_meta(run_dir: Path) -> dict[str, Any] | None:
+    path = Path(run_dir) / RUN_FILE
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ConformanceError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+
+
+def _case_entries(meta: dict[str, Any] | None, observations: Iterable[dict[str, Any]]) -> list[CaseEntry]:
+    if meta and meta.get("cases"):
+        return [CaseEntry(c["id"], c["spec"]) for c in meta["cases"]]
+    from conformance.cases import find_case
+
+    entries: dict[str, CaseEntry] = {}
+    for obs in observations:
+        cid = obs["case_id"]
+        if cid not in entries:
+            try:
+                entries[cid] = CaseEntry(cid, find_case(cid).spec)
+            except ConformanceError:
+                entries[cid] = CaseEntry(cid, {"id": cid, "memory": {}})
+    return list(entries.values())
+
+
+def _engine_entries(meta: dict[str, Any] | None, observations: list[dict[str, Any]]) -> list[EngineEntry]:
+    versions: dict[str, str] = {}
+    for obs in observations:
+        versions.setdefault(obs["engine"]["name"], obs["engine"]["version"])
+    if meta and meta.get("engines"):
+        return [EngineEntry(e["name"], versions.get(e["name"], e.get("version")), e.get("state", "planned"),
+                            e.get("note", "")) for e in meta["engines"]]
+    return [EngineEntry(name, version, "planned") for name, version in versions.items()]
+
+
+def load_report(run_dir: Path) -> RunReport:
+    run_dir = Path(run_dir)
+    observations = read_observations(run_dir)
+    meta = read_run_meta(run_dir)
+    cases = _case_entries(meta, observations)
+    engines = _engine_entries(meta, observations)
+    by_key: dict[tuple[str, str], dict[str, Any]] = {}
+    for obs in observations:   # a case planned twice (a retried engine): the last observation wins
+        by_key[(obs["case_id"], obs["engine"]["name"])] = obs
+    verdicts = []
+    for case in cases:
+        here = {e.name: by_key[(case.id, e.name)] for e in engines if (case.id, e.name) in by_key}
+        verdicts += judge_case(case.spec, here)
+    meta = meta or {}
+    return RunReport(
+        run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(engines), cases=tuple(cases),
+        observations=by_key, verdicts=tuple(verdicts), started_at=meta.get("started_at"),
+        finished_at=meta.get("finished_at"), interrupted=bool(meta.get("interrupted")),
+        selection=meta.get("selection", ""),
+    )
+
+
+def point_latest(reports_root: Path, run_dir: Path) -> Path:
+    """Make `reports_root/latest` name `run_dir`: a relative symlink, else a file with the run id."""
+    latest = reports_root / LATEST
+    tmp = reports_root / f".{LATEST}.tmp"
+    try:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink()
+        os.symlink(run_dir.name, tmp)
+    except OSError:
+        tmp.write_text(run_dir.name + "\n")
+    if latest.is_dir() and not latest.is_symlink():
+        raise ConformanceError(f"{latest} is a directory; remove it so the latest run can be linked there")
+    os.replace(tmp, latest)
+    return latest
+
+
+def resolve_run_dir(path: Path) -> Path:
+    """A run directory, following `latest` (a symlink, or a file holding the run id)."""
+    path = Path(path)
+    if path.is_file() and path.name == LATEST:
+        return path.parent / path.read_text().strip()
+    return path.resolve()

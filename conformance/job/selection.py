@@ -1,0 +1,66 @@
+"""Which cases and engines `conformance run` plans.
+
+`DEFAULT_SELECTION` is the default matrix: every case tagged `seed` (the three port bugs) and the
+drafting table (`drafting-table-*`), on every engine the framework knows.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from conformance.cases import Case, load_all, load_case, select
+from conformance.engines import ENGINES, get_engine
+from conformance.errors import ConformanceError
+
+
+@dataclass(frozen=True)
+class Selection:
+    tags: tuple[str, ...]
+    id_globs: tuple[str, ...]
+
+    def matches(self, case: Case) -> bool:
+        tags = set(case.spec.get("tags") or ())
+        return bool(tags & set(self.tags)) or any(fnmatch.fnmatchcase(case.id, g) for g in self.id_globs)
+
+    def describe(self) -> str:
+        parts = [f"tag {t}" for t in self.tags] + list(self.id_globs)
+        return " + ".join(parts)
+
+
+DEFAULT_SELECTION = Selection(tags=("seed",), id_globs=("drafting-table-*",))
+
+
+def select_cases(patterns: Sequence[str] | None, directory: Path | None = None) -> tuple[list[Case], str]:
+    """The cases to plan and a one-line description of the selection.
+
+    `patterns`: globs over case ids, or paths to case files; none means `DEFAULT_SELECTION`.
+    Raises ConformanceError when the selection is empty (a run that checks nothing must not pass)."""
+    if not patterns:
+        cases = [c for c in load_all(directory) if DEFAULT_SELECTION.matches(c)]
+        described = f"default ({DEFAULT_SELECTION.describe()})"
+    else:
+        files = [p for p in patterns if p.endswith((".yaml", ".yml")) and Path(p).is_file()]
+        globs = [p for p in patterns if p not in files]
+        cases = [load_case(f) for f in files]
+        if globs:
+            cases += [c for c in select(load_all(directory), globs) if c.id not in {x.id for x in cases}]
+        described = " ".join(patterns)
+    if not cases:
+        known = ", ".join(c.id for c in load_all(directory))
+        raise ConformanceError(f"--cases: no case matches {described} (known: {known})")
+    return cases, described
+
+
+def select_engines(names: str | None) -> list[str]:
+    """A comma list of engine names (default: every known engine, the reference first)."""
+    if not names:
+        return list(ENGINES)
+    wanted = [n.strip() for n in names.split(",") if n.strip()]
+    for n in wanted:
+        get_engine(n)   # raises UnknownEngineError naming the known engines
+    if not wanted:
+        raise ConformanceError("--engines: no engine named")
+    return list(dict.fromkeys(wanted))

@@ -1,0 +1,80 @@
+"""The parity report of a pytest session (`pytest suites/ --parity-report DIR`).
+
+Contract: `write_pytest_report(session, out_dir, results)` writes `out_dir/index.html` and
+`out_dir/observations.jsonl`. Each result (one per suite test: nodeid, outcome, engine, case_id,
+observation, message) becomes one verdict named `<suite>.<test>`, with pytest's outcome
+(passed -> pass, failed -> fail, skipped -> skip); the matrix folds them with `model.cell_outcome`.
+Results without an engine and a case (tests outside the suites) are not part of the report.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance.engines import ENGINES
+from conformance.errors import ConformanceError
+from conformance.report.model import CaseEntry, EngineEntry, RunReport
+from conformance.report.render import write_html
+from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+
+OUTCOME = {"passed": PASS, "failed": FAIL, "skipped": SKIP}
+
+
+def _check_name(nodeid: str) -> str:
+    path, _, test = nodeid.partition("::")
+    suite = Path(path).parent.name or "suite"
+    return f"{suite}.{test.split('[', 1)[0]}"
+
+
+def _verdict(result: dict[str, Any]) -> Verdict:
+    lines = [l for l in (result.get("message") or "").splitlines() if l.strip()]
+    message = lines[-1] if lines else ""
+    return Verdict(_check_name(result["nodeid"]), result["engine"], result["case_id"],
+                   OUTCOME.get(result["outcome"], FAIL), message, tuple(lines[-30:-1]))
+
+
+def _case_specs(case_ids: Iterable[str], cases_dir: str | None) -> list[CaseEntry]:
+    from conformance.cases import load_all
+
+    try:
+        known = {c.id: c.spec for c in load_all(Path(cases_dir) if cases_dir else None)}
+    except ConformanceError:
+        known = {}
+    return [CaseEntry(cid, known.get(cid, {"id": cid, "memory": {}})) for cid in case_ids]
+
+
+def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = None,
+                        origin: str = "pytest") -> RunReport:
+    mine = [r for r in results if r.get("engine") and r.get("case_id")]
+    observations: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in mine:
+        if r.get("observation"):
+            observations[(r["case_id"], r["engine"])] = r["observation"]
+    case_ids = list(dict.fromkeys(r["case_id"] for r in mine))
+    engine_names = sorted({r["engine"] for r in mine}, key=lambda n: (list(ENGINES).index(n) if n in ENGINES else 99, n))
+    versions = {e: o["engine"]["version"] for (_, e), o in observations.items()}
+    engines = [EngineEntry(n, versions.get(n), "planned") for n in engine_names]
+    return RunReport(
+        run_id=time.strftime("%Y%m%d-%H%M%S"), title="DFlash parity report", engines=tuple(engines),
+        cases=tuple(_case_specs(case_ids, cases_dir)), observations=observations,
+        verdicts=tuple(_verdict(r) for r in mine), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), origin=origin,
+    )
+
+
+def write_pytest_report(session, out_dir: Path, results: list[dict[str, Any]]) -> Path:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = session.config
+    origin = "pytest " + " ".join(str(a) for a in config.invocation_params.args)
+    report = build_pytest_report(results, config.getoption("--cases-dir"), origin.strip())
+    with (out_dir / "observations.jsonl").open("w") as fh:
+        for obs in report.observations.values():
+            fh.write(json.dumps(obs, sort_keys=True) + "\n")
+    index = write_html(report, out_dir / "index.html")
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"parity report: {index}")
+    return index

@@ -1,0 +1,94 @@
+"""What a parity report shows: the run's engines and cases, every observation, every verdict.
+
+Contract: a `RunReport` is complete data for `render.render_html`; `cell_outcome` is the one rule
+that folds a (case, engine) into the overview matrix's outcome, used by the HTML, the terminal
+summary and JUnit alike:
+
+    no observation            -> "not run"   (interrupted, or the engine was never reached)
+    status error              -> "error"
+    any verdict failed        -> "fail"
+    status refused            -> "refused"   (a refusal is data; its checks passed)
+    otherwise                 -> "pass"
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from conformance.verdicts import Verdict
+
+OUTCOMES = ("pass", "fail", "refused", "error", "not run")
+
+
+@dataclass(frozen=True)
+class EngineEntry:
+    name: str
+    version: str | None
+    state: str                      # planned | skipped | failed (its environment could not be built)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class CaseEntry:
+    id: str
+    spec: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def description(self) -> str:
+        return " ".join(str(self.spec.get("description") or "").split())
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return tuple(self.spec.get("tags") or ())
+
+
+@dataclass(frozen=True)
+class RunReport:
+    run_id: str
+    title: str
+    engines: tuple[EngineEntry, ...]
+    cases: tuple[CaseEntry, ...]
+    observations: Mapping[tuple[str, str], dict[str, Any]]   # (case_id, engine) -> observation
+    verdicts: tuple[Verdict, ...]
+    started_at: str | None = None
+    finished_at: str | None = None
+    interrupted: bool = False
+    origin: str = "conformance run"
+    selection: str = ""
+
+    @property
+    def matrix_engines(self) -> tuple[EngineEntry, ...]:
+        """Engines with a column in the matrix: every engine the run meant to plan (not the skipped)."""
+        return tuple(e for e in self.engines if e.state != "skipped")
+
+    def observation(self, case_id: str, engine: str) -> dict[str, Any] | None:
+        return self.observations.get((case_id, engine))
+
+    def verdicts_of(self, case_id: str, engine: str | None = None) -> list[Verdict]:
+        return [v for v in self.verdicts if v.case_id == case_id and (engine is None or v.engine == engine)]
+
+
+def cell_outcome(report: RunReport, case_id: str, engine: str) -> str:
+    obs = report.observation(case_id, engine)
+    if obs is None:
+        return "not run"
+    if obs["status"] == "error":
+        return "error"
+    if any(v.failed for v in report.verdicts_of(case_id, engine)):
+        return "fail"
+    return "refused" if obs["status"] == "refused" else "pass"
+
+
+def outcome_counts(report: RunReport) -> dict[str, int]:
+    counts = {o: 0 for o in OUTCOMES}
+    for case in report.cases:
+        for engine in report.matrix_engines:
+            counts[cell_outcome(report, case.id, engine.name)] += 1
+    return counts
+
+
+def failed_run(report: RunReport) -> bool:
+    """True when the run must exit non-zero: a failed check, or an engine error (nothing passes silently)."""
+    counts = outcome_counts(report)
+    return bool(counts["fail"] or counts["error"] or any(v.failed for v in report.verdicts))

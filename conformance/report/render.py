@@ -1,0 +1,141 @@
+"""Render a `RunReport` as ONE self-contained HTML file (inline CSS and SVG; no script, no network).
+
+Contract: `render_html(report)` returns the page; `write_html(report, path)` writes it atomically.
+Every value reaches the page through Jinja2 with autoescape on, or through `charts` (which escapes
+its text itself): an engine's message is shown as text, never interpreted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from conformance.report import charts
+from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
+from conformance.verdicts import BUDGET_FIELDS
+
+TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
+PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")
+POOL_FIELDS = ("num_blocks", "block_size_tokens", "page_size_bytes", "unified")
+BASELINE_ENGINE = "vllm"
+# Ledger categories a KV-bytes bound does not cover (drawn only with a gpu_memory_utilization bound);
+# every other category is drawn inside the bound, unless the engine lists it in outside_bound.
+NOT_UNDER_KV_BOUND = ("weights", "activations", "workspace")
+
+
+def _environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["bytes"] = charts.human_bytes
+    env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
+    env.globals["engine_colour"] = charts.engine_colour
+    return env
+
+
+def _plain(v: Any) -> Any:
+    return round(v, 3) if isinstance(v, float) else v
+
+
+def _compare_row(label: str, values: dict[str, Any], fmt=_plain) -> dict[str, Any]:
+    """One table row: a cell per engine, marked where it differs from the baseline (vLLM, else the first)."""
+    present = {e: v for e, v in values.items() if v is not None}
+    base_engine = BASELINE_ENGINE if BASELINE_ENGINE in present else next(iter(present), None)
+    base = present.get(base_engine) if base_engine else None
+    cells = []
+    for engine, value in values.items():
+        differs = value is not None and base_engine is not None and engine != base_engine and value != base
+        cells.append({"engine": engine, "text": "—" if value is None else str(fmt(value)), "differs": differs})
+    return {"label": label, "cells": cells, "differs": len({json.dumps(v) for v in present.values()}) > 1}
+
+
+def _ok(obs: dict[str, Any] | None, section: str) -> dict[str, Any] | None:
+    if obs is None or obs.get("status") != "ok":
+        return None
+    return obs.get(section)
+
+
+def _ledger_bar(engine: str, memory: dict[str, Any], case_spec: dict[str, Any]) -> tuple[charts.LedgerBar, list[str]]:
+    ledger = memory["ledger_bytes"]
+    outside = set(memory["outside_bound"])
+    all_in_scope = "gpu_memory_utilization" in case_spec.get("memory", {})
+    in_scope = [c for c in ledger if all_in_scope or c not in NOT_UNDER_KV_BOUND or c in outside]
+    segments = tuple((c, ledger[c] or 0) for c in in_scope if c not in outside)
+    outs = tuple((c, ledger[c] or 0) for c in in_scope if c in outside)
+    not_bounded = [f"{c} {charts.human_bytes(ledger[c])}" for c in ledger if c not in in_scope]
+    return charts.LedgerBar(engine, memory["bound_bytes"], segments, outs), not_bounded
+
+
+def _case_view(report: RunReport, case) -> dict[str, Any]:
+    engines = [e.name for e in report.matrix_engines]
+    obs = {e: report.observation(case.id, e) for e in engines}
+    budgets = {e: _ok(o, "budget") for e, o in obs.items()}
+    memories = {e: _ok(o, "memory") for e, o in obs.items()}
+    budget_rows = [_compare_row(f, {e: (b or {}).get(f) for e, b in budgets.items()}) for f in BUDGET_FIELDS] \
+        if any(budgets.values()) else []
+    seat_rows = []
+    if any(memories.values()):
+        seat_rows += [_compare_row("max_concurrency", {e: (m or {}).get("max_concurrency") for e, m in memories.items()})]
+        seat_rows += [_compare_row(f, {e: ((m or {}).get("per_sequence") or {}).get(f) for e, m in memories.items()},
+                                   charts.human_bytes if f.endswith("_bytes") else _plain)
+                      for f in PER_SEQUENCE_FIELDS]
+        seat_rows += [_compare_row(f"pool.{f}", {e: ((m or {}).get("pool") or {}).get(f) for e, m in memories.items()})
+                      for f in POOL_FIELDS]
+        seat_rows += [_compare_row("bound_bytes", {e: (m or {}).get("bound_bytes") for e, m in memories.items()},
+                                   charts.human_bytes)]
+    bars, not_bounded = [], {}
+    for e, m in memories.items():
+        if m:
+            bar, extra = _ledger_bar(e, m, case.spec)
+            bars.append(bar)
+            if extra:
+                not_bounded[e] = extra
+    traces = [(e, [s["total_num_scheduled_tokens"] for s in o["trace"]["steps"]])
+              for e, o in obs.items() if o and o.get("status") == "ok" and (o.get("trace") or {}).get("steps")]
+    budget_lines: dict[int, list[str]] = {}
+    for e, _ in traces:
+        limit = (budgets.get(e) or {}).get("max_num_scheduled_tokens")
+        if limit is not None:
+            budget_lines.setdefault(limit, []).append(e)
+    rungs = [(e, [(r["concurrency"], r["output_tok_per_s"]) for r in o["throughput"]["rungs"]
+                  if r.get("status") == "ok" and r.get("output_tok_per_s") is not None])
+             for e, o in obs.items() if o and (o.get("throughput") or {}).get("rungs")]
+    return {
+        "case": case,
+        "engines": engines,
+        "cells": [{"engine": e, "outcome": cell_outcome(report, case.id, e), "obs": obs[e],
+                   "verdicts": report.verdicts_of(case.id, e)} for e in engines],
+        "budget_rows": budget_rows,
+        "seat_rows": seat_rows,
+        "ledger_svg": charts.ledger_chart(bars) if bars else None,
+        "not_bounded": not_bounded,
+        "trace_svg": charts.trace_chart(traces, [(v, "budget " + "/".join(es)) for v, es in budget_lines.items()])
+        if traces else None,
+        "trace_lengths": {e: len(v) for e, v in traces},
+        "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]]) if any(r[1] for r in rungs) else None,
+    }
+
+
+def render_html(report: RunReport) -> str:
+    template = _environment().get_template("report.html.j2")
+    matrix = [{"case": c, "cells": [{"engine": e.name, "outcome": cell_outcome(report, c.id, e.name)}
+                                    for e in report.matrix_engines]} for c in report.cases]
+    return template.render(
+        report=report, matrix=matrix, counts=outcome_counts(report), outcomes=OUTCOMES,
+        cases=[_case_view(report, c) for c in report.cases],
+        num_failed_checks=sum(1 for v in report.verdicts if v.failed),
+    )
+
+
+def write_html(report: RunReport, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".html", dir=str(path.parent))
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(render_html(report))
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,242 @@
+"""Parity verdicts: the suites' pass criteria (suites/*/README.md) as pure functions.
+
+Contract: every check takes observation-shaped documents (a live observation, or a golden, which
+carries the same top-level sections) and the case spec, and returns one `Verdict`
+(`pass` | `fail` | `skip`, with a message and one line per difference). Nothing here reads a
+file or imports pytest: the caller supplies the other engine's document (its golden, or its
+live observation when no golden exists) and says which in `source`. `CHECKS` lists which check
+applies to which engine and cases, the way the suites' `engines` / `cases` marks do.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from conformance.diff import Difference, json_diff
+from conformance.goldens import golden_view
+
+BUDGET_FIELDS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
+                 "lookahead_tokens", "max_num_seqs", "max_active_seqs")
+POOL_CATEGORIES = ("attention_kv", "recurrent_state", "draft_kv")
+STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
+# Which top-level sections each suite records in its goldens.
+SUITE_SECTIONS: dict[str, tuple[str, ...]] = {"budget": ("budget",), "memory": ("memory",), "trace": ("trace",)}
+MAX_DETAIL_LINES = 40
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+MISSING_GOLDEN = "missing-golden"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    check: str                      # "<suite>.<check>", e.g. "budget.parity_with_vllm"
+    engine: str
+    case_id: str
+    outcome: str                    # pass | fail | skip
+    message: str = ""
+    details: tuple[str, ...] = field(default=())
+    cause: str = ""                 # why it failed, where a caller may group: "missing-golden"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == FAIL
+
+    def to_json(self) -> dict[str, Any]:
+        return {"check": self.check, "engine": self.engine, "case_id": self.case_id, "outcome": self.outcome,
+                "message": self.message, "details": list(self.details), "cause": self.cause}
+
+
+def _v(check: str, obs: dict[str, Any], outcome: str, message: str = "",
+       diffs: list[Difference] | tuple[str, ...] = ()) -> Verdict:
+    lines = tuple(str(d) for d in diffs)
+    if len(lines) > MAX_DETAIL_LINES:
+        lines = lines[:MAX_DETAIL_LINES] + (f"... and {len(lines) - MAX_DETAIL_LINES} more",)
+    return Verdict(check, obs["engine"]["name"], obs["case_id"], outcome, message, lines)
+
+
+def _name(doc: dict[str, Any]) -> str:
+    e = doc.get("engine") or {}
+    return f"{e.get('name', '?')} {e.get('version', '?')}"
+
+
+def _intended(case_spec: dict[str, Any], engine: str, field_name: str) -> str | None:
+    for d in case_spec.get("intended_differences", []):
+        if d["engine"] == engine and d["field"] in (field_name, f"budget.{field_name}"):
+            return d["reason"]
+    return None
+
+
+# --- every suite: the live observation against its own golden -------------------------------------
+
+def matches_golden(suite: str, obs: dict[str, Any], golden: dict[str, Any] | None, source: str,
+                   missing_reason: str = "") -> Verdict:
+    """`<suite>.golden`: the suite's view of `obs` equals the recorded golden; another engine
+    version, device profile or schema fails with a message saying so; no golden fails."""
+    check = f"{suite}.golden"
+    if golden is None:
+        v = _v(check, obs, FAIL, missing_reason or f"no {obs['engine']['name']} golden for {obs['case_id']}")
+        return Verdict(v.check, v.engine, v.case_id, v.outcome, v.message, v.details, MISSING_GOLDEN)
+    view = golden_view(obs, SUITE_SECTIONS[suite])
+    ge, ve = golden.get("engine", {}), view["engine"]
+    if ge.get("version") != ve.get("version"):
+        return _v(check, obs, FAIL, f"{source}: golden recorded with {_name(golden)}, but the live oracle is "
+                  f"{_name(view)}: re-record it for this version (--snapshot-update) or restore the pin")
+    if golden.get("device_profile") != view.get("device_profile"):
+        return _v(check, obs, FAIL, f"{source}: golden recorded on device profile {golden.get('device_profile')!r},"
+                  f" live is {view.get('device_profile')!r}")
+    if golden.get("schema_version") != view.get("schema_version"):
+        return _v(check, obs, FAIL, f"{source}: golden has observation schema {golden.get('schema_version')!r}, "
+                  f"live has {view.get('schema_version')!r}: re-record with --snapshot-update")
+    diffs = json_diff(golden, view)
+    if diffs:
+        return _v(check, obs, FAIL, f"{_name(view)} on {obs['case_id']} differs from its golden {source} "
+                  f"({len(diffs)} field(s)); if upstream moved on purpose, re-record with --snapshot-update", diffs)
+    return _v(check, obs, PASS, f"equals its golden {source}")
+
+
+# --- budget suite -------------------------------------------------------------------------------
+
+def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
+                            source: str) -> Verdict:
+    """Same status as vLLM, and every budget field equal unless the case declares the difference."""
+    check = "budget.parity_with_vllm"
+    if obs["status"] != vllm["status"]:
+        return _v(check, obs, FAIL, f"vLLM says {vllm['status']} ({vllm.get('message')}), {obs['engine']['name']} "
+                  f"says {obs['status']} ({obs.get('message')}) [{source}]")
+    if vllm["status"] != "ok":
+        return _v(check, obs, PASS, f"both {vllm['status']} [{source}]")
+    diffs = [d for d in json_diff({f: vllm["budget"][f] for f in BUDGET_FIELDS},
+                                  {f: obs["budget"][f] for f in BUDGET_FIELDS})
+             if not _intended(case_spec, "vllm", d.path)]
+    if diffs:
+        return _v(check, obs, FAIL, f"budget differs from {_name(vllm)} on {obs['case_id']} [{source}]", diffs)
+    return _v(check, obs, PASS, f"every budget field equals {_name(vllm)} [{source}]")
+
+
+def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], source: str) -> Verdict:
+    check = "budget.active_seqs_not_below_sglang"
+    if sglang["status"] != "ok" or obs["status"] != "ok":
+        return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {obs['engine']['name']} {obs['status']}: "
+                  f"nothing comparable [{source}]")
+    mine, theirs = obs["budget"]["max_active_seqs"], sglang["budget"]["max_active_seqs"]
+    if mine is None or theirs is None or mine < theirs:
+        return _v(check, obs, FAIL, f"{obs['engine']['name']} runs {mine} sequences where SGLang runs {theirs} "
+                  f"[{source}]")
+    return _v(check, obs, PASS, f"max_active_seqs {mine} >= SGLang's {theirs} [{source}]")
+
+
+# --- memory suite -------------------------------------------------------------------------------
+
+def bounded_bytes(memory: dict[str, Any], case_spec: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+    """The bytes the operator's bound must cover, and the categories counted: the pool's categories
+    for a KV-bytes bound; every category (weights, activations too) for gpu_memory_utilization."""
+    ledger = memory["ledger_bytes"]
+    cats = tuple(ledger) if "gpu_memory_utilization" in case_spec["memory"] else POOL_CATEGORIES
+    return sum(ledger.get(c) or 0 for c in cats), cats
+
+
+def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    check = "memory.inside_bound"
+    if obs["status"] != "ok":
+        return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
+    mem = obs["memory"]
+    if mem["outside_bound"]:
+        return _v(check, obs, FAIL, f"allocations outside the operator's bound: {', '.join(mem['outside_bound'])}")
+    total, _ = bounded_bytes(mem, case_spec)
+    bound = mem["bound_bytes"]
+    if bound is None or total > bound:
+        over = "" if bound is None else f" by {total - bound} B"
+        return _v(check, obs, FAIL, f"ledger {total} B exceeds the bound {bound} B{over}: {mem['ledger_bytes']}")
+    return _v(check, obs, PASS, f"ledger {total} B within the bound {bound} B")
+
+
+def seats_not_below_vllm(obs: dict[str, Any], vllm: dict[str, Any], source: str) -> Verdict:
+    check = "memory.seats_not_below_vllm"
+    if vllm["status"] != "ok":
+        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    if obs["status"] != "ok":
+        return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
+    mine, theirs = obs["memory"]["max_concurrency"], vllm["memory"]["max_concurrency"]
+    if mine is None or theirs is None or mine < theirs:
+        return _v(check, obs, FAIL, f"{obs['engine']['name']} seats {mine} full-length sequences where vLLM seats "
+                  f"{theirs} in the same bytes [{source}]")
+    return _v(check, obs, PASS, f"seats {mine} >= vLLM's {theirs} [{source}]")
+
+
+# --- trace suite --------------------------------------------------------------------------------
+
+def steps_within_budget(obs: dict[str, Any]) -> Verdict:
+    check = "trace.steps_within_budget"
+    if obs["status"] != "ok" or not obs.get("trace"):
+        return _v(check, obs, SKIP, f"{obs['status']}: no trace ({obs.get('message')})")
+    budget, steps = obs["budget"], obs["trace"]["steps"]
+    if not steps:
+        return _v(check, obs, FAIL, "an ok trace has at least one step")
+    over = [f"step {i}: {s['total_num_scheduled_tokens']} tokens > max_num_scheduled_tokens "
+            f"{budget['max_num_scheduled_tokens']}" for i, s in enumerate(steps)
+            if budget["max_num_scheduled_tokens"] is not None
+            and s["total_num_scheduled_tokens"] > budget["max_num_scheduled_tokens"]]
+    crowded = [f"step {i}: {s['num_scheduled_requests']} requests > max_active_seqs {budget['max_active_seqs']}"
+               for i, s in enumerate(steps)
+               if budget["max_active_seqs"] is not None and s["num_scheduled_requests"] > budget["max_active_seqs"]]
+    if over or crowded:
+        return _v(check, obs, FAIL, f"{len(over)} step(s) over the token budget, {len(crowded)} over the "
+                  f"active-sequence cap", tuple(over + crowded))
+    return _v(check, obs, PASS, f"{len(steps)} steps within the budget")
+
+
+def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
+    check = "trace.equals_vllm"
+    if vllm["status"] != "ok":
+        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    if obs["status"] != "ok" or not obs.get("trace"):
+        return _v(check, obs, FAIL, f"{obs['status']}: {obs.get('message')}")
+    intended = [d for d in case_spec.get("intended_differences", []) if d["field"] == "trace"]
+    if intended:
+        return _v(check, obs, FAIL, f"{obs['case_id']} declares an intended trace difference "
+                  f"({intended[0]['reason']}) but there is no check for it yet")
+    mine = [{f: s[f] for f in STEP_FIELDS} for s in obs["trace"]["steps"]]
+    theirs = [{f: s[f] for f in STEP_FIELDS} for s in (vllm.get("trace") or {}).get("steps", [])]
+    first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+    if first is not None:
+        return _v(check, obs, FAIL, f"trace differs from {_name(vllm)} first at step {first} [{source}]",
+                  (f"{obs['engine']['name']}: {mine[first]}", f"vllm: {theirs[first]}"))
+    if len(mine) != len(theirs):
+        return _v(check, obs, FAIL, f"{len(mine)} steps vs vLLM's {len(theirs)} [{source}]")
+    return _v(check, obs, PASS, f"{len(mine)} steps equal vLLM's [{source}]")
+
+
+# --- which check applies where ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckSpec:
+    """A cross-engine check: applies to `engines` x cases matching `case_globs`; `against` names the
+    engine whose document (golden of `suite`, else live) it compares with, or None."""
+
+    name: str
+    suite: str
+    engines: tuple[str, ...]
+    against: str | None
+    run: Callable[..., Verdict]
+    case_globs: tuple[str, ...] = ("*",)
+
+    def applies(self, engine: str, case_id: str) -> bool:
+        return engine in self.engines and any(fnmatch.fnmatchcase(case_id, g) for g in self.case_globs)
+
+
+CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("budget.parity_with_vllm", "budget", ("reference",), "vllm",
+              lambda obs, other, spec, src: budget_parity_with_vllm(obs, other, spec, src)),
+    CheckSpec("budget.active_seqs_not_below_sglang", "budget", ("reference",), "sglang",
+              lambda obs, other, spec, src: active_seqs_not_below_sglang(obs, other, src)),
+    CheckSpec("memory.inside_bound", "memory", ("reference",), None,
+              lambda obs, other, spec, src: inside_the_bound(obs, spec)),
+    CheckSpec("memory.seats_not_below_vllm", "memory", ("reference",), "vllm",
+              lambda obs, other, spec, src: seats_not_below_vllm(obs, other, src)),
+    CheckSpec("trace.steps_within_budget", "trace", ("reference", "vllm"), None,
+              lambda obs, other, spec, src: steps_within_budget(obs)),
+    CheckSpec("trace.equals_vllm", "trace", ("reference",), "vllm",
+              lambda obs, other, spec, src: trace_equals_vllm(obs, other, spec, src), ("tiny-*",)),
+)

@@ -1,0 +1,93 @@
+"""conformance.verdicts: each suite rule as a pure function, on small hand-built observations."""
+
+from __future__ import annotations
+
+import copy
+
+from conformance import observation
+from conformance.goldens import golden_view
+from conformance.verdicts import (CHECKS, active_seqs_not_below_sglang, budget_parity_with_vllm, inside_the_bound,
+                                  matches_golden, seats_not_below_vllm, steps_within_budget, trace_equals_vllm)
+
+SPEC = {"id": "c", "memory": {"kv_cache_bytes": 1000}}
+
+
+def obs(engine="reference", *, bound=1000, ledger=None, outside=(), steps=(100, 50), max_scheduled=100, seats=4.0,
+        active=8, version="1.0"):
+    o = observation.new("c", engine, version, "plan", "h200")
+    o["budget"] = {"max_num_batched_tokens": 100, "max_num_scheduled_tokens": max_scheduled,
+                   "drafting_slots_per_request": 0, "lookahead_tokens": 9, "max_num_seqs": 8, "max_active_seqs": active}
+    o["memory"] = {"bound_bytes": bound, "ledger_bytes": ledger or {"attention_kv": 300, "recurrent_state": 300,
+                                                                     "draft_kv": 300, "weights": 5000},
+                   "outside_bound": list(outside), "per_sequence": {"attention_kv_bytes": 1, "recurrent_state_bytes": 1,
+                                                                    "draft_kv_bytes": 1, "state_slots": 9},
+                   "pool": {"num_blocks": 1, "block_size_tokens": 16, "page_size_bytes": 1, "unified": True},
+                   "max_concurrency": seats}
+    o["trace"] = {"steps": [{"total_num_scheduled_tokens": t, "num_scheduled_requests": 2, "num_spec_tokens": 0,
+                             "num_preempted": 0} for t in steps]}
+    return observation.validate(o, "test")
+
+
+def refused(engine):
+    return observation.failed("c", engine, "1.0", "plan", "h200", "refused", "no room")
+
+
+def test_budget_parity():
+    assert budget_parity_with_vllm(obs(), obs("vllm"), SPEC, "s").outcome == "pass"
+    v = budget_parity_with_vllm(obs(max_scheduled=90), obs("vllm"), SPEC, "s")
+    assert v.failed and any("max_num_scheduled_tokens" in d for d in v.details)
+    assert budget_parity_with_vllm(obs(), refused("vllm"), SPEC, "s").failed
+    assert budget_parity_with_vllm(refused("reference"), refused("vllm"), SPEC, "s").outcome == "pass"
+    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "max_num_scheduled_tokens", "reason": "x"}])
+    assert budget_parity_with_vllm(obs(max_scheduled=90), obs("vllm"), spec, "s").outcome == "pass"
+
+
+def test_active_seqs_and_seats():
+    assert active_seqs_not_below_sglang(obs(active=8), obs("sglang", active=8), "s").outcome == "pass"
+    assert active_seqs_not_below_sglang(obs(active=7), obs("sglang", active=8), "s").failed
+    assert active_seqs_not_below_sglang(obs(), refused("sglang"), "s").outcome == "skip"
+    assert seats_not_below_vllm(obs(seats=4.0), obs("vllm", seats=4.0), "s").outcome == "pass"
+    assert seats_not_below_vllm(obs(seats=3.5), obs("vllm", seats=4.0), "s").failed
+
+
+def test_inside_the_bound():
+    assert inside_the_bound(obs(), SPEC).outcome == "pass"          # weights are not under a KV-bytes bound
+    assert inside_the_bound(obs(outside=("draft_kv",)), SPEC).failed
+    assert inside_the_bound(obs(bound=899), SPEC).failed
+    gpu = {"id": "c", "memory": {"gpu_memory_utilization": 0.9}}
+    assert inside_the_bound(obs(bound=6000), gpu).outcome == "pass"
+    v = inside_the_bound(obs(bound=5000), gpu)                   # with gpu_memory_utilization, weights count
+    assert v.failed and "by 900 B" in v.message
+    assert inside_the_bound(refused("reference"), SPEC).outcome == "skip"
+
+
+def test_trace_checks():
+    assert steps_within_budget(obs()).outcome == "pass"
+    v = steps_within_budget(obs(steps=(100, 101)))
+    assert v.failed and v.details[0].startswith("step 1:")
+    assert trace_equals_vllm(obs(), obs("vllm"), SPEC, "s").outcome == "pass"
+    v = trace_equals_vllm(obs(steps=(100, 40)), obs("vllm"), SPEC, "s")
+    assert v.failed and "first at step 1" in v.message
+    assert trace_equals_vllm(obs(steps=(100, 50, 1)), obs("vllm"), SPEC, "s").failed
+
+
+def test_matches_golden():
+    live = obs("vllm")
+    golden = golden_view(live, ["budget"])
+    assert matches_golden("budget", live, golden, "g").outcome == "pass"
+    moved = copy.deepcopy(live)
+    moved["budget"]["lookahead_tokens"] = 10
+    v = matches_golden("budget", moved, golden, "g")
+    assert v.failed and any(d.startswith("budget.lookahead_tokens") for d in v.details)
+    v = matches_golden("budget", obs("vllm", version="2.0"), golden, "g")
+    assert v.failed and "re-record" in v.message
+    v = matches_golden("budget", live, None, "g", "no golden here")
+    assert v.failed and v.cause == "missing-golden"
+
+
+def test_check_table_mirrors_the_suite_marks():
+    names = {c.name: c for c in CHECKS}
+    assert names["trace.equals_vllm"].applies("reference", "tiny-x")
+    assert not names["trace.equals_vllm"].applies("reference", "seed-x")
+    assert names["trace.steps_within_budget"].applies("vllm", "seed-x")
+    assert not names["memory.inside_bound"].applies("vllm", "seed-x")
