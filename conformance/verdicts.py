@@ -61,11 +61,19 @@ def _name(doc: dict[str, Any]) -> str:
     return f"{e.get('name', '?')} {e.get('version', '?')}"
 
 
-def _intended(case_spec: dict[str, Any], engine: str, field_name: str) -> str | None:
+def _intended(case_spec: dict[str, Any], engine: str, field_name: str) -> dict[str, Any] | None:
+    """The case's `intended_differences` entry for (engine, field), if it declares one."""
     for d in case_spec.get("intended_differences", []):
         if d["engine"] == engine and d["field"] in (field_name, f"budget.{field_name}"):
-            return d["reason"]
+            return d
     return None
+
+
+def _value_at(doc: dict[str, Any], dotted: str) -> Any:
+    node: Any = doc
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
 
 
 # --- every suite: the live observation against its own golden -------------------------------------
@@ -100,18 +108,35 @@ def matches_golden(suite: str, obs: dict[str, Any], golden: dict[str, Any] | Non
 
 def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
                             source: str) -> Verdict:
-    """Same status as vLLM, and every budget field equal unless the case declares the difference."""
+    """Same status as vLLM, and every budget field equal, unless the case declares the difference
+    (`intended_differences`): then the engine's value must be the entry's `expected`, and for a
+    status difference vLLM's status must still differ (a stale entry fails)."""
     check = "budget.parity_with_vllm"
+    documented = _intended(case_spec, "vllm", "status")
+    if documented:
+        if obs["status"] != documented["expected"]:
+            return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} "
+                      f"({documented['reason']}), but {obs['engine']['name']} says {obs['status']} [{source}]")
+        if vllm["status"] == obs["status"]:
+            return _v(check, obs, FAIL, f"the case documents a status difference from vLLM that no longer exists: "
+                      f"both say {obs['status']} [{source}]")
+        return _v(check, obs, PASS, f"documented difference: vLLM {vllm['status']}, {obs['engine']['name']} "
+                  f"{obs['status']} ({documented['reason']}) [{source}]")
     if obs["status"] != vllm["status"]:
         return _v(check, obs, FAIL, f"vLLM says {vllm['status']} ({vllm.get('message')}), {obs['engine']['name']} "
                   f"says {obs['status']} ({obs.get('message')}) [{source}]")
     if vllm["status"] != "ok":
         return _v(check, obs, PASS, f"both {vllm['status']} [{source}]")
-    diffs = [d for d in json_diff({f: vllm["budget"][f] for f in BUDGET_FIELDS},
-                                  {f: obs["budget"][f] for f in BUDGET_FIELDS})
-             if not _intended(case_spec, "vllm", d.path)]
-    if diffs:
-        return _v(check, obs, FAIL, f"budget differs from {_name(vllm)} on {obs['case_id']} [{source}]", diffs)
+    problems: list[Any] = []
+    for d in json_diff({f: vllm["budget"][f] for f in BUDGET_FIELDS}, {f: obs["budget"][f] for f in BUDGET_FIELDS}):
+        entry = _intended(case_spec, "vllm", d.path)
+        if entry is None:
+            problems.append(d)
+        elif d.actual != entry["expected"]:
+            problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} ({entry['reason']}), "
+                            f"got {d.actual!r}")
+    if problems:
+        return _v(check, obs, FAIL, f"budget differs from {_name(vllm)} on {obs['case_id']} [{source}]", problems)
     return _v(check, obs, PASS, f"every budget field equals {_name(vllm)} [{source}]")
 
 
@@ -163,6 +188,58 @@ def seats_not_below_vllm(obs: dict[str, Any], vllm: dict[str, Any], source: str)
         return _v(check, obs, FAIL, f"{obs['engine']['name']} seats {mine} full-length sequences where vLLM seats "
                   f"{theirs} in the same bytes [{source}]")
     return _v(check, obs, PASS, f"seats {mine} >= vLLM's {theirs} [{source}]")
+
+
+def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], num_seqs: int, source: str) -> Verdict:
+    """Where vLLM plans room for `num_seqs` concurrent full-length sequences, the engine seats them
+    in the same bytes from one unified pool (bug 2)."""
+    check = "memory.unified_pool_seats"
+    if vllm["status"] != "ok" or (vllm["memory"]["max_concurrency"] or 0) < num_seqs:
+        return _v(check, obs, FAIL, f"the case is meant to give vLLM room for {num_seqs} full-length sequences; "
+                  f"vLLM: {vllm['status']} {(vllm.get('memory') or {}).get('max_concurrency')} [{source}]")
+    if obs["status"] != "ok":
+        return _v(check, obs, FAIL, f"{obs['engine']['name']} {obs['status']}: {obs.get('message')}")
+    mem, budget = obs["memory"], obs["budget"]
+    problems = []
+    if mem["pool"]["unified"] is not True:
+        problems.append(f"memory.pool.unified is {mem['pool']['unified']!r}, not one allocation")
+    if (budget["max_active_seqs"] or 0) < num_seqs:
+        problems.append(f"budget.max_active_seqs {budget['max_active_seqs']} < {num_seqs}")
+    if (mem["max_concurrency"] or 0) < num_seqs:
+        problems.append(f"memory.max_concurrency {mem['max_concurrency']} < {num_seqs}")
+    if problems:
+        return _v(check, obs, FAIL, f"does not seat {num_seqs} where vLLM does [{source}]", tuple(problems))
+    return _v(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} in one unified pool [{source}]")
+
+
+def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
+    """Bug 1: in both observations draft KV is inside the bound, a full-length sequence's draft KV
+    is the same, and `max_num_seqs` full-length sequences -- their draft KV included, which grows
+    with max_num_seqs -- fit inside the bound."""
+    check = "memory.draft_kv_scaling"
+    for o in (small, large):
+        if o["status"] != "ok":
+            return _v(check, small, SKIP, f"{o['case_id']}: {o['status']}: {o.get('message')}")
+    problems = [f"{o['case_id']}: draft KV outside the bound" for o in (small, large)
+                if "draft_kv" in o["memory"]["outside_bound"]]
+    per_s, per_l = (o["memory"]["per_sequence"]["draft_kv_bytes"] for o in (small, large))
+    seqs_s, seqs_l = (o["budget"]["max_num_seqs"] for o in (small, large))
+    if not per_s or per_s != per_l:
+        problems.append(f"a full-length sequence's draft KV differs: {per_s} vs {per_l}")
+    if not seqs_l > seqs_s:
+        problems.append(f"max_num_seqs does not grow: {seqs_s} -> {seqs_l}")
+    figures = []
+    for o in (small, large):
+        per = o["memory"]["per_sequence"]
+        seqs = o["budget"]["max_num_seqs"]
+        need = seqs * sum(per[k] or 0 for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
+        figures.append(f"{seqs} seqs: draft KV {seqs * (per['draft_kv_bytes'] or 0)} B, "
+                       f"all per-sequence state {need} B of the bound {o['memory']['bound_bytes']} B")
+        if o["memory"]["bound_bytes"] is None or need > o["memory"]["bound_bytes"]:
+            problems.append(f"{o['case_id']}: {seqs} full-length sequences need {need} B, over the bound")
+    if problems:
+        return _v(check, small, FAIL, "draft KV does not scale inside the bound", tuple(problems + figures))
+    return _v(check, small, PASS, "; ".join(figures), tuple(figures))
 
 
 # --- trace suite --------------------------------------------------------------------------------
@@ -235,6 +312,8 @@ CHECKS: tuple[CheckSpec, ...] = (
               lambda obs, other, spec, src: inside_the_bound(obs, spec)),
     CheckSpec("memory.seats_not_below_vllm", "memory", ("reference",), "vllm",
               lambda obs, other, spec, src: seats_not_below_vllm(obs, other, src)),
+    CheckSpec("memory.unified_pool_seats", "memory", ("reference",), "vllm",
+              lambda obs, other, spec, src: unified_pool_seats(obs, other, 32, src), ("seed-unified-pool-c32-k8",)),
     CheckSpec("trace.steps_within_budget", "trace", ("reference", "vllm"), None,
               lambda obs, other, spec, src: steps_within_budget(obs)),
     CheckSpec("trace.equals_vllm", "trace", ("reference",), "vllm",

@@ -38,8 +38,15 @@ def test_budget_parity():
     assert v.failed and any("max_num_scheduled_tokens" in d for d in v.details)
     assert budget_parity_with_vllm(obs(), refused("vllm"), SPEC, "s").failed
     assert budget_parity_with_vllm(refused("reference"), refused("vllm"), SPEC, "s").outcome == "pass"
-    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "max_num_scheduled_tokens", "reason": "x"}])
+    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "max_num_scheduled_tokens",
+                                             "expected": 90, "reason": "x"}])
     assert budget_parity_with_vllm(obs(max_scheduled=90), obs("vllm"), spec, "s").outcome == "pass"
+    assert budget_parity_with_vllm(obs(max_scheduled=91), obs("vllm"), spec, "s").failed  # not the documented value
+    status = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "status", "expected": "refused",
+                                               "reason": "k past the drafter's block"}])
+    assert budget_parity_with_vllm(refused("reference"), obs("vllm"), status, "s").outcome == "pass"
+    assert budget_parity_with_vllm(obs(), obs("vllm"), status, "s").failed                  # not what it documents
+    assert budget_parity_with_vllm(refused("reference"), refused("vllm"), status, "s").failed  # stale entry
 
 
 def test_active_seqs_and_seats():
@@ -91,3 +98,33 @@ def test_check_table_mirrors_the_suite_marks():
     assert not names["trace.equals_vllm"].applies("reference", "seed-x")
     assert names["trace.steps_within_budget"].applies("vllm", "seed-x")
     assert not names["memory.inside_bound"].applies("vllm", "seed-x")
+
+
+def test_unified_pool_seats():
+    from conformance.verdicts import unified_pool_seats
+
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=36.0), 32, "s").outcome == "pass"
+    assert unified_pool_seats(obs(seats=20.0, active=32), obs("vllm", seats=36.0), 32, "s").failed
+    assert unified_pool_seats(obs(seats=36.0, active=28), obs("vllm", seats=36.0), 32, "s").failed
+    split = obs(seats=36.0, active=32)
+    split["memory"]["pool"]["unified"] = False
+    assert unified_pool_seats(split, obs("vllm", seats=36.0), 32, "s").failed
+    # the case itself is wrong when vLLM has no room for 32
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=20.0), 32, "s").failed
+
+
+def test_draft_kv_scaling():
+    from conformance.verdicts import draft_kv_scaling
+
+    def sized(seqs, per_draft=10, bound=1000, outside=()):
+        o = obs(bound=bound, outside=outside)
+        o["budget"]["max_num_seqs"] = seqs
+        o["memory"]["per_sequence"].update(attention_kv_bytes=10, recurrent_state_bytes=5, draft_kv_bytes=per_draft)
+        return o
+
+    v = draft_kv_scaling(sized(8), sized(32))
+    assert v.outcome == "pass" and "draft KV 80 B" in v.message and "draft KV 320 B" in v.message
+    assert draft_kv_scaling(sized(8), sized(32, bound=500)).failed          # 32 x 25 B over the bound
+    assert draft_kv_scaling(sized(8), sized(32, per_draft=11)).failed       # per-sequence cost differs
+    assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",))).failed
+    assert draft_kv_scaling(sized(8), sized(8)).failed                       # nothing grows
