@@ -21,11 +21,12 @@ What SGLang has and has not, as the observation reports it:
   mamba state + verify scratch), all carved from the one budget; `req_to_token` is allocated beside
   it and listed in `outside_bound`.
 
-Trace: not produced yet (`trace` is null, and provenance.trace says so). The pieces were seen
-working on CPU (real pools from `KVCacheConfigurator._init_pools` with the KV warmup kernel
-skipped, `create_tree_cache`, real `Req`s, `PrefillAdder.add_one_req`,
-`ScheduleBatch.init_new(...).prepare_for_extend()`); the decode/verify half of the loop is not
-written.
+Trace: `sglang_trace.run_trace` drives SGLang's own admission and decode pieces (PrefillAdder,
+check_decode_mem, retract_decode, the DFlash decode KV reservation, release_kv_cache) through the
+workload on real CPU pools capped at the workload's demand (provenance.trace_pool_cap). No trace
+(null, `message` and provenance.trace say why) for acceptance mode `model`, a synthetic mode without
+acceptance_rates, a non-DFLASH algorithm, or a hybrid model with the radix cache on (SGLang's mamba
+extra-buffer tracking is not mirrored).
 
 Statefulness: SGLang's sizing writes process-wide config (publish, config-bag overrides). Each
 plan builds a fresh ServerArgs and re-publishes it before sizing (last-publish-wins), and the
@@ -37,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import observation
-from conformance.adapters import sglang_knobs, sglang_platform, sglang_sizing
+from conformance.adapters import sglang_knobs, sglang_platform, sglang_sizing, sglang_trace
 from conformance.devices import bound_bytes, get_profile
 
 ENGINE = "sglang"
@@ -174,10 +175,15 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
                 "functions": list(sglang_sizing.FUNCTIONS), "overrides": overrides, "glue": [], "mapping": mapping})
         obs["budget"] = _budget(case, resolved, sizing)
         obs["memory"] = _memory(case, sizing, _req_to_token_bytes(sizing))
+        trace_note = _trace(obs, server_args, sizing, case)
+    notes = []
     if sizing.max_running_requests < obs["budget"]["max_num_seqs"]:
         caps = [line for line in sizing.log_lines if line.startswith("max_running_requests")]
-        obs["message"] = "\n".join(caps) or (
-            f"SGLang resolved max_running_requests={sizing.max_running_requests} (logged no reason)")
+        notes.append("\n".join(caps) or (
+            f"SGLang resolved max_running_requests={sizing.max_running_requests} (logged no reason)"))
+    if obs["trace"] is None:
+        notes.append(f"sglang plan adapter: no trace: {trace_note['reason']}")
+    obs["message"] = "\n".join(notes) or None
     obs["provenance"] = {
         "functions": list(sglang_sizing.FUNCTIONS),
         "overrides": overrides,
@@ -190,6 +196,23 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
             "attention_backend", "speculative_draft_attention_backend", "mem_fraction_static",
             "disable_overlap_schedule", "mamba_radix_cache_strategy", "page_size", "linear_attn_backend")},
         "log_warnings": sizing.log_lines,
-        "trace": "not produced: the PrefillAdder/check_decode_mem admission loop is not written yet",
     }
+    obs["provenance"].update(trace_note["provenance"])
+    if obs["trace"] is not None:
+        obs["provenance"]["functions"] += list(sglang_trace.FUNCTIONS)
+        obs["provenance"]["glue"] += [dict(g) for g in sglang_trace.GLUE]
+        obs["provenance"]["overrides"] += [dict(o) for o in sglang_trace.OVERRIDES]
     return obs
+
+
+def _trace(obs: dict[str, Any], server_args: Any, sizing: sglang_sizing.Sizing, case: dict[str, Any]) -> dict[str, Any]:
+    """Fill obs["trace"] (or leave it None); returns the reason / provenance to record."""
+    try:
+        steps, cap = sglang_trace.run_trace(server_args, sizing, case)
+    except ValueError as exc:
+        return {"reason": str(exc), "provenance": {"trace": f"not produced: {exc}"}}
+    from sglang.srt.runtime_context import get_schedule
+
+    obs["trace"] = {"steps": steps, "loop": "event_loop_normal" if get_schedule().disable_overlap_schedule
+                    else "event_loop_overlap"}
+    return {"reason": None, "provenance": {"trace_pool_cap": cap}}

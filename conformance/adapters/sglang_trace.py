@@ -1,0 +1,241 @@
+"""SGLang 0.5.23's admission and decode bookkeeping driven through a case's workload: the per-step trace.
+
+Contract: `run_trace(server_args, sizing, case)` builds real pools (KVCacheConfigurator._init_pools on
+the CPU, the pool capped, see `trace_pool_cap`), the real tree cache and `Req`s (num_requests prompts
+of prompt_tokens seeded ids, max_new_tokens = output_tokens, ignore_eos), and loops the way
+`Scheduler.event_loop_overlap` (or `event_loop_normal` when overlap is off) orders a step:
+
+    get_next_batch_to_run: merge the last prefill batch into the running batch, filter finished,
+        prefill first (PrefillAdder: add_chunked_req, add_one_req over the waiting queue, then
+        ScheduleBatch.init_new + prepare_for_extend), else decode (update_running_batch:
+        check_decode_mem, retract_decode when it fails, prepare_for_decode = the DFlash/EAGLE
+        page-aligned KV reservation of 2 x num_draft_tokens per request)
+    run: a stand-in forward (no model): each verify accepts the acceptance model's drafts + 1 bonus
+    process the result (under overlap: the previous step's, after the next step is scheduled):
+        prefill -> the first output token, checkpoint_kv_cache / release_kv_cache;
+        decode -> kv_committed_len += accepted + 1, output_ids.extend, update_finish_state,
+        release_kv_cache on finish (frees the over-allocated verify slots too)
+
+Each step (SGLang's words where it has them): `phase` "prefill" | "decode";
+`total_num_scheduled_tokens` (prefill: extend_num_tokens; decode: running_bs x
+speculative_num_draft_tokens, the verify block); `num_spec_tokens` (decode: running_bs x
+(num_draft_tokens - 1), the draft tokens scheduled for verification, vLLM's meaning; prefill 0);
+`num_scheduled_requests`; `num_preempted` (requests retract_decode sent back to the queue);
+`num_accepted_tokens` (drafts accepted, counted when the step's result is processed);
+`num_running`, `num_waiting` (after scheduling). Raises `TraceError` past its step bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from array import array
+from math import ceil
+from typing import Any, Iterator
+
+from conformance.adapters.sglang_loop import Loop
+
+FUNCTIONS = (
+    "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator._derive_pool_sizes",
+    "KVCacheConfigurator._init_pools",
+    "sglang.srt.mem_cache.registry.create_tree_cache",
+    "sglang.srt.managers.schedule_batch.Req",
+    "sglang.srt.managers.schedule_policy.SchedulePolicy.calc_priority",
+    "sglang.srt.managers.schedule_policy.PrefillAdder.add_chunked_req",
+    "sglang.srt.managers.schedule_policy.PrefillAdder.add_one_req",
+    "sglang.srt.managers.schedule_batch.ScheduleBatch.init_new",
+    "ScheduleBatch.prepare_for_extend",
+    "ScheduleBatch.filter_batch",
+    "ScheduleBatch.merge_batch",
+    "ScheduleBatch.check_decode_mem",
+    "ScheduleBatch.retract_decode",
+    "ScheduleBatch.prepare_for_decode",
+    "sglang.srt.speculative.draft_worker_common.make_draft_input_v2",
+    "sglang.srt.managers.scheduler_components.new_token_ratio_tracker.NewTokenRatioTracker",
+    "sglang.srt.managers.schedule_batch.Req.update_finish_state",
+    "sglang.srt.mem_cache.common.checkpoint_kv_cache",
+    "sglang.srt.mem_cache.common.release_kv_cache",
+)
+
+GLUE = (
+    {"name": "conformance.adapters.sglang_trace.run_trace",
+     "description": "the scheduler loop: mirrors Scheduler.get_next_batch_to_run / _get_new_batch_prefill_raw / "
+                    "update_running_batch and the result processors (process_batch_result_prefill, "
+                    "_resolve_spec_v2_tokens + process_batch_result_decode) in event_loop_overlap's order "
+                    "(event_loop_normal's when overlap is off), calling SGLang's own pieces listed in functions; "
+                    "left out: grammar, LoRA, hicache, priority preemption, mixed chunk, DP attention, PP, "
+                    "metrics; get_num_allocatable_reqs is recomputed (min of pp_max_micro_batch_size - "
+                    "running_bs and free req_to_token rows); truncation_align_size None"},
+    {"name": "stand-in forward", "description": "no model runs: a prefill samples one token, a verify step "
+     "commits the acceptance model's accepted drafts + the bonus token (token ids from "
+     "random.Random(workload.seed + 2)); the next draft input is make_draft_input_v2 over the batch"},
+    {"name": "trace pool cap", "description": "the trace's pools hold min(SGLang's sizing, the workload's total "
+     "demand) tokens and mamba slots (see provenance.trace_pool_cap): a pool at least the whole workload's "
+     "demand passes every admission and decode check the full pool passes"},
+)
+
+
+MAX_TRACE_POOL_BYTES = 1 << 30  # the trace's real pools live in host RAM
+
+
+class TraceError(RuntimeError):
+    pass
+
+
+class Acceptance:
+    """Accepted drafts per verify step: `fixed` n, or `synthetic` per-position Bernoulli draws.
+
+    synthetic takes `acceptance_rates` (unconditional per-position rates p_i; a draft is accepted
+    given the previous one with p_i / p_{i-1}), seeded random.Random(workload.seed + 1).
+    """
+
+    def __init__(self, case: dict[str, Any]):
+        acc = case["acceptance"]
+        self.mode = acc["mode"]
+        if self.mode == "fixed":
+            self.fixed = int(acc["accepted_tokens"])
+        elif self.mode == "synthetic":
+            rates = list(acc.get("acceptance_rates") or ())
+            if not rates:
+                raise ValueError("SGLang has no synthetic acceptance; the plan trace's sampler needs "
+                                 "acceptance.acceptance_rates (a mean length alone fixes no per-position rates)")
+            self.rates = [p / q if q > 0.0 else 0.0 for p, q in zip(rates, [1.0, *rates[:-1]])]
+            self.rng = random.Random(case["workload"]["seed"] + 1)
+        else:
+            raise ValueError(f"acceptance mode {self.mode!r} has no plan-mode trace (it needs the real draft)")
+
+    def accepted(self, num_drafts: int) -> int:
+        if self.mode == "fixed":
+            return min(self.fixed, num_drafts)
+        n = 0
+        while n < num_drafts and n < len(self.rates) and self.rng.random() < self.rates[n]:
+            n += 1
+        return n
+
+
+def trace_pool_cap(case: dict[str, Any], sizing: Any, num_draft_tokens: int) -> dict[str, int]:
+    """Tokens and mamba slots the trace's pools hold: SGLang's sizing, capped at the workload's demand."""
+    wl = case["workload"]
+    page = sizing.page_size_tokens
+    per_req = wl["prompt_tokens"] + wl["output_tokens"] + 3 * num_draft_tokens + 2 * page
+    demand_tokens = wl["num_requests"] * ceil(per_req / page) * page + page
+    cap = {"max_total_num_tokens": min(sizing.max_total_num_tokens, demand_tokens),
+           "sized_max_total_num_tokens": sizing.max_total_num_tokens}
+    if sizing.is_hybrid:
+        demand_slots = wl["num_requests"] * sizing.state_slots_per_request + 1
+        cap["max_mamba_cache_size"] = min(sizing.max_mamba_cache_size, demand_slots)
+        cap["sized_max_mamba_cache_size"] = sizing.max_mamba_cache_size
+    return cap
+
+
+OVERRIDES = (
+    {"name": "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup",
+     "value": "skipped", "reason": "a CUDA KV-copy warmup kernel run when a pool is built; it allocates nothing "
+                                   "the allocator hands out (the trace's pools live on the CPU)"},
+    {"name": "sglang.srt.mem_cache.allocation.assign_req_to_token_pool_func",
+     "value": "conformance.adapters.sglang_trace._assign_req_to_token_cpu",
+     "reason": "the Triton kernel that writes a decode reservation's slots into req_to_token has no CPU path "
+               "without sgl_kernel's CPU build; the stand-in writes the same rows with torch"},
+)
+
+
+def _assign_req_to_token_cpu(req_pool_indices: Any, req_to_token: Any, start_offset: Any, end_offset: Any,
+                             out_cache_loc: Any, batch_size: int) -> None:
+    """req_to_token[row_i, start_i:end_i] = the next end_i - start_i slots of out_cache_loc (the kernel's rule)."""
+    pos = 0
+    for i in range(batch_size):
+        row, start, end = int(req_pool_indices[i]), int(start_offset[i]), int(end_offset[i])
+        req_to_token[row, start:end] = out_cache_loc[pos:pos + end - start].to(req_to_token.dtype)
+        pos += end - start
+
+
+@contextlib.contextmanager
+def _cpu_stand_ins() -> Iterator[None]:
+    from sglang.srt.mem_cache import allocation
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+
+    saved_warmup = MHATokenToKVPool._init_kv_copy_and_warmup
+    saved_assign = allocation.assign_req_to_token_pool_func
+    MHATokenToKVPool._init_kv_copy_and_warmup = lambda self: None
+    allocation.assign_req_to_token_pool_func = _assign_req_to_token_cpu
+    try:
+        yield
+    finally:
+        MHATokenToKVPool._init_kv_copy_and_warmup = saved_warmup
+        allocation.assign_req_to_token_pool_func = saved_assign
+
+
+def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any]:
+    import dataclasses
+
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.registry import TreeCacheBuildContext, create_tree_cache
+    from sglang.srt.runtime_context import get_context, get_memory, get_schedule
+
+    kvc = sizing.kvc
+    if "max_mamba_cache_size" in cap:
+        get_context().override("conformance.trace_pool_cap", max_mamba_cache_size=cap["max_mamba_cache_size"])
+    config = dataclasses.replace(sizing.pool_config, max_total_num_tokens=cap["max_total_num_tokens"])
+    kvc.device = "cpu"
+    pools = kvc._init_pools(sizes=kvc._derive_pool_sizes(config=config), req_to_token_pool=None,
+                            token_to_kv_pool_allocator=None)
+    disable = get_memory().disable_radix_cache
+    params = CacheInitParams(disable=disable, req_to_token_pool=pools.req_to_token_pool,
+                             token_to_kv_pool_allocator=pools.token_to_kv_pool_allocator,
+                             page_size=get_schedule().page_size)
+    tree_cache = create_tree_cache(TreeCacheBuildContext(
+        server_args=server_args, params=params, is_hybrid_swa=False, is_hybrid_ssm=sizing.is_hybrid,
+        enable_hierarchical_cache=False, disable_radix_cache=disable, tp_worker=None,
+        model_config=kvc.model_config, tp_size=1, tp_rank=0, tp_group=None))
+    return pools, tree_cache
+
+
+def _requests(case: dict[str, Any], vocab: int) -> list[Any]:
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    wl = case["workload"]
+    rng = random.Random(wl["seed"])
+    out = []
+    for i in range(wl["num_requests"]):
+        ids = array("q", [rng.randrange(2, vocab) for _ in range(wl["prompt_tokens"])])
+        params = SamplingParams(max_new_tokens=wl["output_tokens"], ignore_eos=True, temperature=0.0)
+        params.normalize(None)
+        params.verify(vocab)
+        out.append(Req(f"req-{i}", "", ids, params, vocab_size=vocab))
+    return out
+
+
+def run_trace(server_args: Any, sizing: Any, case: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The steps and the pool cap used; `TraceError` past the bound, ValueError for a mode with no trace."""
+    from sglang.srt.runtime_context import get_exec, get_spec
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    if not SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm).is_dflash_family():
+        raise ValueError("the plan trace mirrors the DFLASH-family decode path only (DFlashDraftInputV2); "
+                         f"{get_spec().speculative_algorithm} prepares its decode through another draft input")
+    if get_exec().mamba.enable_mamba_extra_buffer:
+        raise ValueError("the plan trace does not mirror SGLang's mamba extra-buffer tracking (ping-pong "
+                         "checkpoint slots swapped and freed by _mamba_prefix_cache_update in the decode result), "
+                         "which this case enables (hybrid model with the radix cache on)")
+    acceptance = Acceptance(case)
+    num_draft_tokens = int(get_spec().speculative_num_draft_tokens or 1)
+    cap = trace_pool_cap(case, sizing, num_draft_tokens)
+    pool_bytes = cap["max_total_num_tokens"] * sizing.kv_bytes_per_token
+    if sizing.is_hybrid:
+        pool_bytes += (cap["max_mamba_cache_size"] + 1) * sizing.mamba_state_bytes_per_slot
+        pool_bytes += sizing.intermediate_state_bytes or 0
+    cap["pool_bytes"] = pool_bytes
+    if pool_bytes > MAX_TRACE_POOL_BYTES:
+        raise ValueError(f"the trace's CPU pools would take {pool_bytes} bytes even capped to the workload "
+                         f"(limit {MAX_TRACE_POOL_BYTES}; the mamba state and speculative-verify scratch are "
+                         "sized by max_running_requests, which the cap cannot shrink without changing admission)")
+    wl = case["workload"]
+    max_steps = 4 * (wl["num_requests"] * (wl["prompt_tokens"] + wl["output_tokens"]) + wl["num_requests"]) + 64
+    with _cpu_stand_ins():
+        pools, tree_cache = _build(server_args, sizing, cap)
+        vocab = int(sizing.kvc.model_config.vocab_size)
+        loop = Loop(server_args, sizing, pools, tree_cache, acceptance, num_draft_tokens,
+                    random.Random(wl["seed"] + 2), vocab)
+        loop.waiting = _requests(case, vocab)
+        return loop.run(max_steps), cap
