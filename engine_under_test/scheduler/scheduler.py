@@ -13,12 +13,14 @@ max_num_batched_tokens (the input budget), from the pinned oracle's table. RUNNI
 first, in order; a request whose blocks (plus lookahead slots) do not fit preempts the last
 running request (recompute: its blocks are freed, it goes back to the front of the waiting
 queue). WAITING requests are admitted only if nothing was preempted this step, while fewer
-than max_active_seqs run, and only if their whole prompt fits in the pool. Chunked prefill
+than max_active_seqs run, and only if their whole prompt fits in the free blocks (counted as
+the KV manager's first allocation counts it, see kv_manager). Chunked prefill
 splits a prompt across steps; in align mode (prefix caching on a hybrid model) chunks end at
 block boundaries and the last cacheable boundary of the prompt (vLLM's
 `_mamba_block_aligned_split`). update_from_output rolls num_computed_tokens back by the
 rejected drafts, appends the sampled tokens and finishes requests at max_tokens or
-max_model_len.
+max_model_len. There is no prefix cache: vLLM's hits (across requests, or on a preempted
+request's own cached blocks when it comes back) are not modelled.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Scheduler:
         self.max_model_len = max_model_len
         self.align_mode = align_mode and bool(layout.state_group_ids)
         self.enable_chunked_prefill = enable_chunked_prefill
-        self.kv = KVCacheManager(layout, max_model_len, num_state_slots)
+        self.kv = KVCacheManager(layout, max_model_len, num_state_slots, align_mode=self.align_mode)
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -261,4 +263,4 @@ class Scheduler:
             # between schedule() and update_from_output() the scheduled drafts are counted as computed
             assert r.num_computed_tokens <= r.num_tokens + self.budget.num_speculative_tokens
         for r in self.waiting:
-            assert r.request_id not in self.kv._blocks, f"waiting request {r.request_id} holds blocks"
+            assert not self.kv.holds_blocks(r.request_id), f"waiting request {r.request_id} holds blocks"

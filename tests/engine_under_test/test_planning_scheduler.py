@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from conformance.paths import MODELS_DIR
@@ -9,7 +11,9 @@ from engine_under_test.acceptance import AcceptanceModel
 from engine_under_test.budget import BudgetRefusal, resolve_budget
 from engine_under_test.config import EngineConfig, SpeculativeConfig
 from engine_under_test.engine_plan import build_plan, make_scheduler, simulate
+from engine_under_test.memory.planner import state_slots_per_sequence
 from engine_under_test.scheduler import Request
+from engine_under_test.scheduler.kv_manager import KVCacheManager
 
 
 def _cfg(method="dflash", k=8, **kw) -> EngineConfig:
@@ -54,6 +58,59 @@ def test_align_mode_splits_prompts_at_the_last_block_boundary():
     sched.update_from_output(first, {})
     second = sched.schedule()
     assert second.total_num_scheduled_tokens == 512 - (511 // bs) * bs
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def test_align_state_tables_hold_1_plus_k_and_one_more_past_a_boundary():
+    # vLLM's align-mode mamba table: 1 + k live state blocks per state group; a step whose tokens
+    # reach a new block takes the next state block, and the previous state block is freed once
+    # the computed tokens pass that boundary (drafts rejected past it keep both a while)
+    k = 8
+    plan = build_plan(_cfg(k=k, enable_prefix_caching=True, max_num_batched_tokens=200))
+    bs = plan.memory.layout.block_size_tokens
+    sched = make_scheduler(plan)
+    sched.add_request(_reqs(1, 500, 120)[0])
+    acc = AcceptanceModel("fixed", fixed_accepted=3)
+    first_blocks = top_blocks = 0
+    num_extra = 0
+    while sched.has_unfinished_requests():
+        out = sched.schedule()
+        (sr,) = out.scheduled
+        top_blocks = max(top_blocks, _cdiv(sr.num_computed_tokens + sr.num_scheduled_tokens, bs))
+        first_blocks = first_blocks or top_blocks
+        extra = top_blocks > first_blocks and sr.num_computed_tokens <= (top_blocks - 1) * bs
+        num_extra += extra
+        for ids in sr.state_block_ids.values():
+            assert len(ids) == (2 + k if extra else 1 + k), (sched.step, sr.num_computed_tokens, top_blocks)
+        sched.check_integrity()
+        sched.update_from_output(out, {} if sr.is_prefill_chunk else {sr.req_id: [4] * (1 + acc.accepted(len(sr.spec_token_ids)))})
+        sched.update_draft_token_ids({sr.req_id: [5] * k})
+    assert num_extra >= 4 and top_blocks - first_blocks >= 4   # prefill chunks and decoding cross boundaries
+    assert sched.kv.allocator.num_used_blocks == 0
+
+
+@pytest.mark.parametrize("prefix_caching", [True, False])
+def test_admission_gate_counts_the_first_allocation_of_each_group(prefix_caching):
+    # a waiting request needs its whole prompt's attention blocks plus 1 + k state blocks per
+    # state group (align mode's position-indexed table caps a first allocation at 1 + k, as the
+    # fixed slots of "none" mode), though its first chunk needs fewer attention blocks
+    k, prompt = 8, 200
+    plan = build_plan(_cfg(k=k, enable_prefix_caching=prefix_caching))
+    lay = plan.memory.layout
+    bs, num_attention, num_state = lay.block_size_tokens, len(lay.attention_group_ids), len(lay.state_group_ids)
+    chunk = bs                                   # a block-aligned first chunk, prompt left over
+    assert _cdiv(chunk + plan.budget.lookahead_tokens, bs) < _cdiv(prompt, bs)
+    need = num_attention * _cdiv(prompt, bs) + num_state * (1 + k)
+    for usable, admitted in ((need, True), (need - 1, False)):
+        kv = KVCacheManager(replace(lay, num_blocks=usable + 1), plan.cfg.max_model_len,
+                            state_slots_per_sequence(plan.cfg), align_mode=prefix_caching)
+        req = _reqs(1, prompt, 4)[0]
+        got = kv.allocate_slots(req, chunk, plan.budget.lookahead_tokens, admission=True)
+        assert (got is not None) is admitted, (usable, need)
+        kv.check_integrity()
 
 
 def test_preemption_when_the_pool_is_full_and_integrity_holds():

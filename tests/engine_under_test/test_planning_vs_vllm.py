@@ -2,8 +2,11 @@
 
 - drafting table: for every drafting-table-* case vLLM plans, the engine's table row
   (engine_under_test.drafting) and resolved budget equal vLLM's;
-- tiny cases: the engine's per-step trace equals vLLM's on the four counted fields, and its
-  seats are never below vLLM's for the same bytes.
+- tiny cases (tiny-dflash-*, tiny-sglang-*, tiny-pressure-*: pools small enough that free
+  blocks limit admission and, in some, force preemption): the engine's per-step trace equals
+  vLLM's on the four counted fields, and its seats are never below vLLM's for the same bytes;
+- a known difference (KNOWN_DIFFERENCES) is pinned: the traces agree up to the step it names and
+  differ after it, so closing or widening it fails here.
 """
 
 from __future__ import annotations
@@ -17,14 +20,22 @@ pytestmark = pytest.mark.oracle
 
 STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
+# case id -> why the engine differs. The engine has no prefix cache: in align mode vLLM keeps a
+# preempted request's prompt blocks (attention blocks and the mamba state at the last block
+# boundary) cached, and on re-admission its hit counts the evictable hit blocks (the admission
+# waits) and skips the cached prompt tokens; the engine re-admits earlier and recomputes the prompt.
+KNOWN_DIFFERENCES = {
+    "tiny-pressure-align-preempt": "no prefix-cache hit on a preempted request's own blocks",
+}
+
 
 @pytest.fixture(scope="module")
 def both():
     from conformance.adapters import reference_plan
     from conformance.adapters.runner import plan_cases
 
-    cases = select(load_all(), ["drafting-table-*", "tiny-dflash-*"])
-    assert cases, "no drafting-table-* or tiny-dflash-* cases found"
+    cases = select(load_all(), ["drafting-table-*", "tiny-dflash-*", "tiny-sglang-*", "tiny-pressure-*"])
+    assert any(c.id.startswith("tiny-pressure-") for c in cases), "no tiny-pressure-* case found"
     vllm = plan_cases("vllm", cases)
     return [(c, v, reference_plan.plan(c.to_json())) for c, v in zip(cases, vllm)]
 
@@ -46,12 +57,30 @@ def test_drafting_table_equals_vllm(both):
 def test_tiny_traces_and_seats_equal_vllm(both):
     compared = []
     for case, v, r in both:
-        if not case.id.startswith("tiny-") or v["status"] != "ok":
+        if not case.id.startswith("tiny-") or case.id in KNOWN_DIFFERENCES or v["status"] != "ok":
             continue
         assert r["status"] == "ok", r["message"]
         ref = [{f: s[f] for f in STEP_FIELDS} for s in r["trace"]["steps"]]
         vll = [{f: s[f] for f in STEP_FIELDS} for s in v["trace"]["steps"]]
-        assert ref == vll, f"{case.id}: trace differs from vLLM"
+        first = next((i for i, (a, b) in enumerate(zip(ref, vll)) if a != b), None)
+        assert ref == vll, f"{case.id}: trace differs from vLLM (first at step {first})"
         assert r["memory"]["max_concurrency"] >= v["memory"]["max_concurrency"], case.id
         compared.append(case.id)
     assert compared, "vLLM planned no tiny case"
+
+
+def test_known_differences_start_after_the_first_vllm_preemption(both):
+    """The pinned difference starts once a preempted request comes back, never before."""
+    seen = []
+    for case, v, r in both:
+        if case.id not in KNOWN_DIFFERENCES or v["status"] != "ok":
+            continue
+        ref = [{f: s[f] for f in STEP_FIELDS} for s in r["trace"]["steps"]]
+        vll = [{f: s[f] for f in STEP_FIELDS} for s in v["trace"]["steps"]]
+        first_preempt = next(i for i, s in enumerate(vll) if s["num_preempted"])
+        first = next((i for i, (a, b) in enumerate(zip(ref, vll)) if a != b), None)
+        assert first is not None or len(ref) != len(vll), f"{case.id} now equals vLLM: drop it from KNOWN_DIFFERENCES"
+        assert first is None or first > first_preempt, (
+            f"{case.id}: differs at step {first}, before vLLM's first preemption (step {first_preempt})")
+        seen.append(case.id)
+    assert seen, "no known-difference case planned by vLLM"
