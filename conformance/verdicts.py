@@ -264,24 +264,47 @@ def steps_within_budget(obs: dict[str, Any]) -> Verdict:
     return _v(check, obs, PASS, f"{len(steps)} steps within the budget")
 
 
+TRACE_DIFFERENCES = ("equal_until_first_preemption",)
+
+
 def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
+    """Step for step equal to vLLM on the four counted fields. A case may document a trace
+    difference (`intended_differences` field `trace`) with `expected` one of TRACE_DIFFERENCES:
+    `equal_until_first_preemption` checks equality through vLLM's first preempting step, and that
+    the traces do differ after it (a stale entry fails)."""
     check = "trace.equals_vllm"
     if vllm["status"] != "ok":
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok" or not obs.get("trace"):
         return _v(check, obs, FAIL, f"{obs['status']}: {obs.get('message')}")
-    intended = [d for d in case_spec.get("intended_differences", []) if d["field"] == "trace"]
-    if intended:
-        return _v(check, obs, FAIL, f"{obs['case_id']} declares an intended trace difference "
-                  f"({intended[0]['reason']}) but there is no check for it yet")
     mine = [{f: s[f] for f in STEP_FIELDS} for s in obs["trace"]["steps"]]
     theirs = [{f: s[f] for f in STEP_FIELDS} for s in (vllm.get("trace") or {}).get("steps", [])]
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
+    if first is None and len(mine) != len(theirs):
+        first = min(len(mine), len(theirs))
+    documented = next((d for d in case_spec.get("intended_differences", [])
+                       if d["engine"] == "vllm" and d["field"] == "trace"), None)
+    if documented:
+        if documented["expected"] not in TRACE_DIFFERENCES:
+            return _v(check, obs, FAIL, f"unknown documented trace difference {documented['expected']!r} "
+                      f"(known: {', '.join(TRACE_DIFFERENCES)})")
+        preempt = next((i for i, s in enumerate(theirs) if s["num_preempted"] > 0), None)
+        if preempt is None:
+            return _v(check, obs, FAIL, f"documented difference {documented['expected']} but vLLM never preempts "
+                      f"[{source}]")
+        if first is not None and first <= preempt:
+            return _v(check, obs, FAIL, f"traces differ at step {first}, before vLLM's first preemption at step "
+                      f"{preempt} [{source}]", (f"{obs['engine']['name']}: {mine[first] if first < len(mine) else None}",
+                                                f"vllm: {theirs[first] if first < len(theirs) else None}"))
+        if first is None:
+            return _v(check, obs, FAIL, f"the case documents a trace difference after vLLM's preemption that no "
+                      f"longer exists: the traces are equal [{source}]")
+        return _v(check, obs, PASS, f"equal through vLLM's first preemption (step {preempt}), then differ from step "
+                  f"{first} as documented: {documented['reason']} [{source}]")
     if first is not None:
         return _v(check, obs, FAIL, f"trace differs from {_name(vllm)} first at step {first} [{source}]",
-                  (f"{obs['engine']['name']}: {mine[first]}", f"vllm: {theirs[first]}"))
-    if len(mine) != len(theirs):
-        return _v(check, obs, FAIL, f"{len(mine)} steps vs vLLM's {len(theirs)} [{source}]")
+                  (f"{obs['engine']['name']}: {mine[first] if first < len(mine) else '(ended)'}",
+                   f"vllm: {theirs[first] if first < len(theirs) else '(ended)'}"))
     return _v(check, obs, PASS, f"{len(mine)} steps equal vLLM's [{source}]")
 
 

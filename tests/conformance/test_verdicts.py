@@ -128,3 +128,19 @@ def test_draft_kv_scaling():
     assert draft_kv_scaling(sized(8), sized(32, per_draft=11)).failed       # per-sequence cost differs
     assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",))).failed
     assert draft_kv_scaling(sized(8), sized(8)).failed                       # nothing grows
+
+
+def test_trace_documented_difference_after_preemption():
+    def traced(engine, rows):
+        o = obs(engine)
+        o["trace"]["steps"] = [{"total_num_scheduled_tokens": t, "num_scheduled_requests": 1, "num_spec_tokens": 0,
+                                "num_preempted": p} for t, p in rows]
+        return o
+
+    vllm = traced("vllm", [(100, 0), (50, 1), (10, 0)])
+    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "trace",
+                                             "expected": "equal_until_first_preemption", "reason": "no prefix cache"}])
+    assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (60, 0)]), vllm, spec, "s").outcome == "pass"
+    assert trace_equals_vllm(traced("reference", [(100, 0), (40, 1), (10, 0)]), vllm, spec, "s").failed  # too early
+    assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (10, 0)]), vllm, spec, "s").failed  # stale
+    assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (60, 0)]), vllm, SPEC, "s").failed  # undeclared
