@@ -63,22 +63,47 @@ def resolve_model_dir(ref: str, base: Path) -> Path:
     return (p if p.is_absolute() else (base / p)).resolve()
 
 
+class _CaseLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # unhashable: the base class reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text()
     except OSError as exc:
         raise CaseError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
+    except UnicodeDecodeError as exc:
+        raise CaseError([f"{path}: (root): not UTF-8 text (byte {exc.start}): is this a case file?"]) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_CaseLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise CaseError([f"{path}: (root): not valid YAML{where}: {problem}"]) from None
+    except RecursionError:
+        raise CaseError([f"{path}: (root): not valid YAML: nested too deeply"]) from None
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        raise CaseError([f"{path}: (root): not valid YAML: {exc}"]) from None
 
 
 def _check_model_dir(path: Path, json_path: str, source: Path) -> list[str]:
     cfg = path / "config.json"
+    if path.exists() and not path.is_dir():
+        return [f"{source}: {json_path}: model dir {path} is not a directory (a shape under conformance/models/ or a dir with config.json)"]
     if not path.is_dir():
         return [f"{source}: {json_path}: model dir {path} does not exist (a shape under conformance/models/ or a path)"]
     try:
@@ -87,6 +112,8 @@ def _check_model_dir(path: Path, json_path: str, source: Path) -> list[str]:
         return [f"{source}: {json_path}: cannot read {cfg}: {exc.strerror or exc}"]
     except json.JSONDecodeError as exc:
         return [f"{source}: {json_path}: {cfg} is not valid JSON: {exc.msg} (line {exc.lineno})"]
+    except UnicodeDecodeError as exc:
+        return [f"{source}: {json_path}: {cfg} is not valid JSON: not UTF-8 text (byte {exc.start})"]
     if not isinstance(data, dict):
         return [f"{source}: {json_path}: {cfg} is not a JSON object"]
     return []
@@ -110,14 +137,21 @@ def parse_case(document: Any, source: Path) -> Case:
     if method in DRAFT_MODEL_METHODS and not draft:
         problems.append(f"{source}: draft: method {method!r} needs a draft model dir")
     base = source.parent
-    target_dir = resolve_model_dir(spec["target"], base)
-    problems += _check_model_dir(target_dir, "target", source)
-    draft_dir = resolve_model_dir(draft, base) if draft else None
-    if draft_dir is not None:
-        problems += _check_model_dir(draft_dir, "draft", source)
+    target_dir = _resolve_checked(spec["target"], base, "target", source, problems)
+    draft_dir = _resolve_checked(draft, base, "draft", source, problems) if draft else None
     if problems:
         raise CaseError(problems)
     return Case(id=spec["id"], path=source, spec=spec, target_dir=target_dir, draft_dir=draft_dir)
+
+
+def _resolve_checked(ref: str, base: Path, json_path: str, source: Path, problems: list[str]) -> Path | None:
+    try:
+        path = resolve_model_dir(ref, base)
+    except (ValueError, OSError) as exc:  # e.g. an embedded NUL byte
+        problems.append(f"{source}: {json_path}: {ref!r} is not a usable path: {exc}")
+        return None
+    problems += _check_model_dir(path, json_path, source)
+    return path
 
 
 def load_case(path: Path | str) -> Case:

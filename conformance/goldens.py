@@ -9,7 +9,10 @@ Layout: `goldens/<suite>/<test module>/<test>[<engine>-<case>].json`, one JSON d
 Contract:
 - A golden is written only by `pytest --snapshot-update` (syrupy's own flag); a normal run
   never writes one, and a missing golden fails the test.
-- A golden file without `golden_format` (or with another one) raises `GoldenFormatError`.
+- A golden file without `golden_format` (or with another one) raises `GoldenFormatError`
+  (`check_golden` fails the test with its message, no traceback).
+- Under `--snapshot-update`, every rewritten golden's moved fields are listed by dotted path
+  in the "golden updates" terminal summary (see `describe_moves`).
 - `check_golden` compares the live observation's view with the golden: another engine version
   or device profile fails with a message saying so; otherwise every differing field is listed
   by its dotted JSON path before syrupy's own line diff.
@@ -100,18 +103,68 @@ def golden_path(snapshot) -> Path:
 def check_golden(snapshot, view: dict[str, Any]) -> None:
     """Assert `view` equals the test's golden; see the module contract."""
     updating = bool(snapshot.session.update_snapshots)
-    if not updating:
-        path = golden_path(snapshot)
-        if path.is_file():
+    path = golden_path(snapshot)
+    if updating:
+        _report_moves(snapshot, path, view)
+        _drop_if_unreadable(path)
+    else:
+        if not path.is_file():
+            pytest.fail(f"no golden at {path}: record the oracle's goldens with --snapshot-update "
+                        f"(a normal run never writes one)", pytrace=False)
+        try:
             golden = read_golden_text(path.read_text(), str(path))
-            _check_identity(golden, view, path)
-            diffs = json_diff(golden, view)
-            if diffs:
-                pytest.fail(format_differences(
-                    f"{view['engine']['name']} on {view['case_id']} differs from its golden {path}"
-                    f" ({len(diffs)} field(s)); if upstream moved on purpose, re-record with --snapshot-update:",
-                    diffs[:40]), pytrace=False)
+        except GoldenFormatError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        _check_identity(golden, view, path)
+        diffs = json_diff(golden, view)
+        if diffs:
+            pytest.fail(format_differences(
+                f"{view['engine']['name']} on {view['case_id']} differs from its golden {path}"
+                f" ({len(diffs)} field(s)); if upstream moved on purpose, re-record with --snapshot-update:",
+                diffs[:40]), pytrace=False)
     assert snapshot == view
+
+
+UPDATE_PROPERTY = "golden_update"
+
+
+def describe_moves(path: Path, old: dict[str, Any], new: dict[str, Any]) -> str | None:
+    """What an update changes in one golden, one dotted path per line; None when nothing moved."""
+    diffs = json_diff(old, new)
+    if not diffs:
+        return None
+    lines = [f"{path}: {len(diffs)} field(s) moved:"]
+    for d in diffs:
+        was = "(absent)" if d.why == "not in expected" else repr(d.expected)
+        now = "(absent)" if d.why == "missing" else repr(d.actual)
+        lines.append(f"  {d.path}: {was} -> {now}")
+    return "\n".join(lines)
+
+
+def _report_moves(snapshot, path: Path, view: dict[str, Any]) -> None:
+    """Under --snapshot-update, tell what the rewrite of an existing golden changes (printed by
+    the plugin's terminal summary from the test report's user_properties)."""
+    if not path.is_file():
+        return
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        old = {"(unreadable golden)": True}
+    moved = describe_moves(path, old if isinstance(old, dict) else {"(root)": old}, view)
+    if moved:
+        print(moved)
+        snapshot.test_location.item.user_properties.append((UPDATE_PROPERTY, moved))
+
+
+def _drop_if_unreadable(path: Path) -> None:
+    """Under --snapshot-update, a golden of no (or another) golden_format is replaced, not read:
+    syrupy reads the old file before it writes, and the extension refuses to read such a file."""
+    if not path.is_file():
+        return
+    try:
+        read_golden_text(path.read_text(), str(path))
+    except GoldenFormatError:
+        path.unlink()
 
 
 def _check_identity(golden: dict[str, Any], view: dict[str, Any], path: Path) -> None:

@@ -20,7 +20,9 @@ def cases_dir() -> Path:
 
 
 def goldens_dir() -> Path:
-    return REPO_ROOT / "goldens"
+    """The recorded goldens; `DFLASH_CONFORMANCE_GOLDENS` overrides (tests of the golden machinery)."""
+    override = os.environ.get("DFLASH_CONFORMANCE_GOLDENS")
+    return Path(override).expanduser().resolve() if override else REPO_ROOT / "goldens"
 
 
 def reports_dir() -> Path:

@@ -155,6 +155,19 @@ class _VerdictCollector:
         })
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under --snapshot-update: what moved in every golden that was rewritten."""
+    from conformance.goldens import UPDATE_PROPERTY
+
+    moved = [value for reports in terminalreporter.stats.values() for r in reports
+             if isinstance(r, pytest.TestReport) and r.when == "call"
+             for key, value in r.user_properties if key == UPDATE_PROPERTY]
+    if moved:
+        terminalreporter.section("golden updates")
+        for text in moved:
+            terminalreporter.write_line(text)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = session.config.getoption("--parity-report")
     if not out or os.environ.get("PYTEST_XDIST_WORKER"):

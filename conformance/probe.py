@@ -64,7 +64,12 @@ def main(argv: list[str] | None = None) -> int:
                 tb = traceback.format_exc().splitlines()
                 obs = _error_obs(adapter, case, f"{type(exc).__name__}: {exc}\n" + "\n".join(tb[-12:]))
             obs.setdefault("timing", {})["plan_wall_s"] = round(time.perf_counter() - t0, 3)
-            out.write(json.dumps(obs, sort_keys=True) + "\n")
+            try:
+                line = json.dumps(obs, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError) as exc:  # schema-valid but not JSON (a set, bytes, NaN)
+                bad = _error_obs(adapter, case, f"adapter produced an observation that is not JSON: {type(exc).__name__}: {exc}")
+                line = json.dumps(dict(bad, timing=obs["timing"]), sort_keys=True)
+            out.write(line + "\n")
             out.flush()
             sys.stdout.flush()
     return 0

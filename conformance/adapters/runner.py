@@ -114,25 +114,33 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     deadline = time.monotonic() + spec.startup_timeout_s + spec.per_case_timeout_s
     offset, pending = 0, ""
     timed_out = False
-    with chunk.out_file.open() as out:
-        while True:
-            rc = proc.poll()
-            pending += out.read()
-            while "\n" in pending and len(results) < len(chunk.cases):
-                line, pending = pending.split("\n", 1)
-                if not line.strip():
-                    continue
-                case = chunk.cases[len(results)]
-                obs = _accept_line(spec, case, line, f"{spec.name} adapter ({chunk.out_file.name} line {len(results) + 1})")
-                results.append(obs)
-                on_obs(obs)
-                deadline = time.monotonic() + spec.per_case_timeout_s
-            if rc is not None or len(results) == len(chunk.cases):
-                break
-            if time.monotonic() > deadline:
-                timed_out = True
-                break
-            time.sleep(POLL_S)
+    try:
+        with chunk.out_file.open() as out:
+            while True:
+                rc = proc.poll()
+                pending += out.read()
+                while "\n" in pending and len(results) < len(chunk.cases):
+                    line, pending = pending.split("\n", 1)
+                    if not line.strip():
+                        continue
+                    case = chunk.cases[len(results)]
+                    obs = _accept_line(spec, case, line, f"{spec.name} adapter ({chunk.out_file.name} line {len(results) + 1})")
+                    results.append(obs)
+                    on_obs(obs)
+                    deadline = time.monotonic() + spec.per_case_timeout_s
+                if rc is not None or len(results) == len(chunk.cases):
+                    break
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    break
+                time.sleep(POLL_S)
+    except BaseException:  # Ctrl-C or a failing callback: never leave the adapter running
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        raise
     if timed_out or proc.poll() is None:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -142,7 +150,11 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     if len(results) == len(chunk.cases):
         return results, []
     culprit = chunk.cases[len(results)]
-    if timed_out:
+    if timed_out and not results:
+        why = (f"timed out: no observation within {spec.startup_timeout_s + spec.per_case_timeout_s:.0f} s of starting "
+               f"the adapter (startup_timeout_s {spec.startup_timeout_s:.0f} s + per_case_timeout_s "
+               f"{spec.per_case_timeout_s:.0f} s) (killed)")
+    elif timed_out:
         why = f"timed out: no observation within {spec.per_case_timeout_s:.0f} s (killed)"
     elif rc == 0:
         why = "adapter process exited 0 without writing an observation for this case"

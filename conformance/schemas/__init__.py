@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -35,9 +36,23 @@ def json_path(error: jsonschema.ValidationError) -> str:
 
 
 def error_lines(name: str, document: object, source: str) -> list[str]:
-    """Every schema violation of `document` as `source: json.path: message`, sorted by path."""
+    """Every schema violation of `document` as `source: json.path: message`, sorted by path.
+
+    NaN and infinities are refused wherever they appear: JSON has no such numbers, and jsonschema
+    lets NaN through every `minimum`/`maximum` (each comparison with NaN is false)."""
     errors = sorted(validator(name).iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    return [f"{source}: {json_path(e)}: {_message(e)}" for e in errors]
+    lines = [f"{source}: {json_path(e)}: {_message(e)}" for e in errors]
+    return lines + [f"{source}: {p}: {v} is not a finite number" for p, v in _non_finite(document, "")]
+
+
+def _non_finite(node: object, path: str) -> list[tuple[str, float]]:
+    if isinstance(node, float):
+        return [] if math.isfinite(node) else [(path or "(root)", node)]
+    if isinstance(node, dict):
+        return [hit for k, v in node.items() for hit in _non_finite(v, _child_path(path, k))]
+    if isinstance(node, list):
+        return [hit for i, v in enumerate(node) for hit in _non_finite(v, f"{path}[{i}]")]
+    return []
 
 
 def _message(error: jsonschema.ValidationError) -> str:
@@ -45,6 +60,15 @@ def _message(error: jsonschema.ValidationError) -> str:
         return error.message.replace("Additional properties are not allowed", "unknown field(s)")
     if error.validator in ("minProperties", "maxProperties") and error.absolute_path and error.absolute_path[-1] == "memory":
         return "exactly one of kv_cache_bytes or gpu_memory_utilization is required"
+    if error.validator == "oneOf" and error.absolute_path and error.absolute_path[-1] == "acceptance":
+        return "synthetic acceptance takes exactly one of mean_acceptance_length or acceptance_rates"
     if error.validator == "not":
         return f"{error.instance!r} has fields that its mode does not take"
     return error.message
+
+
+def _child_path(path: str, key: object) -> str:
+    """`a.b` for identifier keys, `a["odd key"]` for any other (JSON-quoted)."""
+    if isinstance(key, str) and key.isidentifier():
+        return f"{path}.{key}" if path else key
+    return f"{path or '(root)'}[{json.dumps(key) if isinstance(key, str) else repr(key)}]"
