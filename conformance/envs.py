@@ -139,7 +139,10 @@ def _build(spec: EngineSpec, env: OracleEnv, progress: Callable[[str], None], fo
             raise OracleEnvError(f"{spec.name}: probe requirements failed; see {log}:\n{_tail(log)}")
     progress(f"{spec.name}: verifying (pip check, imported version)")
     check = _run([str(env.python), "-m", "pip", "check"], log)
-    pip_check = "clean" if check.returncode == 0 else _tail(log, 10)
+    if check.returncode != 0:
+        raise OracleEnvError(f"{spec.name}: `pip check` reports broken requirements in {env.path}; see {log}:\n"
+                             f"{_tail(log, 10)}")
+    pip_check = "clean"
     version = installed_version(env)
     if version != spec.version_pin:
         raise OracleEnvError(f"{spec.name}: pinned {spec.version_pin} but the venv imports {version}")
