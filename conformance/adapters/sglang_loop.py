@@ -3,12 +3,13 @@
 `Loop.run(max_steps)` mirrors `Scheduler.event_loop_overlap` (or `event_loop_normal`):
 
     batch = next_batch()            # get_next_batch_to_run
-    if batch: queue (batch's reqs, phase, its draws)
+    if batch: queue (batch.copy(), the stand-in forward's result)
     process the previous result     # overlap: after scheduling; normal: right away
 
 Every memory decision is SGLang's: PrefillAdder's budgets, check_decode_mem, retract_decode,
-prepare_for_extend / prepare_for_decode allocating from the real allocator, release_kv_cache
-freeing. The loop ends when nothing is waiting, running or in flight.
+prepare_for_extend / prepare_for_decode allocating from the real allocator, and SGLang's
+SchedulerBatchResultProcessor committing tokens, swapping mamba track slots and freeing through
+release_kv_cache. The loop ends when nothing is waiting, running or in flight.
 """
 
 from __future__ import annotations
@@ -58,6 +59,9 @@ class Loop:
         self.last_batch = None
         self.queue: deque = deque()
         self.steps: list[dict[str, Any]] = []
+        from conformance.adapters.sglang_results import build_processor
+
+        self.processor = build_processor(self)
 
     # ---- get_next_batch_to_run ------------------------------------------------------------
     def next_batch(self) -> tuple[Any, int]:
@@ -173,7 +177,7 @@ class Loop:
         initial_bs = batch.batch_size()
         finishing = []
         if self.enable_overlap and self.queue:  # _reqs_finishing_inflight (enable_skip_finishing_decode)
-            queued = set(self.queue[0][0])
+            queued = set(self.queue[0][0].reqs)
             finishing = [r for r in batch.reqs if r in queued and r.next_output_finishes_by_length()]
         batch.filter_batch(reqs_to_exclude=finishing)
         if batch.is_empty():
@@ -203,47 +207,30 @@ class Loop:
 
     # ---- run + result processing --------------------------------------------------------------
     def launch(self, batch: Any, step_index: int) -> None:
-        import torch
+        """The stand-in forward: its result, and the batch copy the overlap Scheduler queues with it."""
+        from conformance.adapters import sglang_results
 
-        from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
-
-        if batch.forward_mode.is_extend() and not self.spec_algorithm.is_none():
-            bs = batch.batch_size()
-            batch.spec_info = make_draft_input_v2(bonus_tokens=torch.zeros(bs, dtype=torch.int64),
-                                                  new_seq_lens=batch.seq_lens.clone())
-        self.queue.append((list(batch.reqs), batch.forward_mode.is_extend(), step_index))
+        bs = batch.batch_size()
+        if batch.forward_mode.is_extend():
+            result = sglang_results.prefill_result(bs, self.token_rng, self.vocab)
+            if not self.spec_algorithm.is_none():
+                batch.spec_info = sglang_results.next_draft_input(self.spec_algorithm, bs, batch.seq_lens,
+                                                                  self.num_draft_tokens)
+        else:
+            accepted = self.acceptance.accepted_per_request(bs, self.num_draft_tokens - 1)
+            result = sglang_results.verify_result(accepted, self.num_draft_tokens, self.token_rng, self.vocab)
+        self.queue.append((batch.copy(), result, step_index))
 
     def process(self) -> None:
-        """Process the oldest queued result (its accepted drafts go on its step)."""
-        from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache
-
-        reqs, is_prefill, step_index = self.queue.popleft()
-        accepted_total = 0
-        for req in reqs:
-            if req.finished() or req.is_retracted:
-                continue
-            if is_prefill:
-                if req.inflight_middle_chunks > 0:
-                    req.inflight_middle_chunks -= 1
-                    continue
-                req.output_ids.append(self.token_rng.randrange(2, self.vocab))
-                req.update_finish_state()
-                if req.finished():
-                    release_kv_cache(req, self.tree_cache, checkpoint=True)
-                else:
-                    checkpoint_kv_cache(req, self.tree_cache)
-                continue
-            drafts = self.num_draft_tokens - 1
-            n = self.acceptance.accepted(drafts)
-            accepted_total += n
-            tokens = [self.token_rng.randrange(2, self.vocab) for _ in range(n + 1)]
-            req.kv.kv_committed_len += len(tokens)
-            req.spec_verify_ct += 1
-            req.output_ids.extend(tokens)
-            req.update_finish_state(len(tokens))
-            if req.finished():
-                release_kv_cache(req, self.tree_cache, checkpoint=True)
-        self.steps[step_index]["num_accepted_tokens"] += accepted_total
+        """SGLang's processor on the oldest queued result; the drafts it commits go on that step."""
+        batch, result, step_index = self.queue.popleft()
+        if batch.forward_mode.is_extend():
+            self.processor.process_batch_result_prefill(batch, result)
+            return
+        live = [not (r.finished() or r.is_retracted) for r in batch.reqs]
+        self.processor.process_batch_result_decode(batch, result)
+        self.steps[step_index]["num_accepted_tokens"] += sum(
+            n for n, is_live in zip(result.num_correct_drafts_per_req_cpu, live) if is_live)
 
     def run(self, max_steps: int) -> list[dict[str, Any]]:
         from sglang.srt.environ import envs
@@ -271,6 +258,23 @@ class Loop:
                 self.process()
             self.last_batch = batch
         return self.steps
+
+    def end_state(self) -> dict[str, int]:
+        """What the pools hold once the loop is done, in SGLang's own counters (the tree cache keeps
+        finished requests' prefixes evictable when the radix cache is on; nothing may stay protected)."""
+        tree, pool = self.tree_cache, self.req_to_token_pool
+        state = {"kv_tokens": int(self.allocator.size), "kv_free_tokens": int(self.allocator.available_size()),
+                 "kv_tree_evictable_tokens": int(tree.evictable_size()),
+                 "kv_tree_protected_tokens": int(tree.protected_size()),
+                 "req_rows": int(pool.size), "req_free_rows": int(pool.available_size())}
+        if getattr(pool, "mamba_allocator", None) is not None:
+            evictable = getattr(tree, "mamba_evictable_size", None)
+            protected = getattr(tree, "mamba_protected_size", None)
+            state.update({"mamba_slots": int(pool.mamba_pool.size),
+                          "mamba_free_slots": int(pool.mamba_allocator.available_size()),
+                          "mamba_tree_evictable_slots": int(evictable()) if evictable else 0,
+                          "mamba_tree_protected_slots": int(protected()) if protected else 0})
+        return state
 
     def record(self, batch: Any, num_retracted: int) -> dict[str, Any]:
         prefill = batch.forward_mode.is_extend()

@@ -21,12 +21,13 @@ What SGLang has and has not, as the observation reports it:
   mamba state + verify scratch), all carved from the one budget; `req_to_token` is allocated beside
   it and listed in `outside_bound`.
 
-Trace: `sglang_trace.run_trace` drives SGLang's own admission and decode pieces (PrefillAdder,
-check_decode_mem, retract_decode, the DFlash decode KV reservation, release_kv_cache) through the
-workload on real CPU pools capped at the workload's demand (provenance.trace_pool_cap). No trace
-(null, `message` and provenance.trace say why) for acceptance mode `model`, a synthetic mode without
-acceptance_rates, a non-DFLASH algorithm, or a hybrid model with the radix cache on (SGLang's mamba
-extra-buffer tracking is not mirrored).
+Trace: `sglang_trace.run_trace` drives SGLang's own admission, decode and result-processing pieces
+(PrefillAdder, check_decode_mem, retract_decode, spec_prepare_for_decode, SchedulerBatchResultProcessor,
+release_kv_cache) through the workload on real CPU pools capped at the workload's demand
+(provenance.trace_pool_cap; the pools' counters after the loop in provenance.trace_end_state). Every
+SGLang algorithm this adapter maps (DFLASH, EAGLE3, NEXTN, STANDALONE, NGRAM) and the radix cache with the
+mamba extra buffer are traced. No trace (null, `message` and provenance.trace say why) for acceptance
+mode `model`, or when the pools would not fit the trace's host-RAM limit even capped.
 
 Statefulness: SGLang's sizing writes process-wide config (publish, config-bag overrides). Each
 plan builds a fresh ServerArgs and re-publishes it before sizing (last-publish-wins), and the
@@ -208,11 +209,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
 def _trace(obs: dict[str, Any], server_args: Any, sizing: sglang_sizing.Sizing, case: dict[str, Any]) -> dict[str, Any]:
     """Fill obs["trace"] (or leave it None); returns the reason / provenance to record."""
     try:
-        steps, cap = sglang_trace.run_trace(server_args, sizing, case)
+        steps, cap, end_state = sglang_trace.run_trace(server_args, sizing, case)
     except ValueError as exc:
         return {"reason": str(exc), "provenance": {"trace": f"not produced: {exc}"}}
     from sglang.srt.runtime_context import get_schedule
 
     obs["trace"] = {"steps": steps, "loop": "event_loop_normal" if get_schedule().disable_overlap_schedule
                     else "event_loop_overlap"}
-    return {"reason": None, "provenance": {"trace_pool_cap": cap}}
+    return {"reason": None, "provenance": {"trace_pool_cap": cap, "trace_end_state": end_state}}

@@ -1,28 +1,36 @@
 """SGLang 0.5.23's admission and decode bookkeeping driven through a case's workload: the per-step trace.
 
 Contract: `run_trace(server_args, sizing, case)` builds real pools (KVCacheConfigurator._init_pools on
-the CPU, the pool capped, see `trace_pool_cap`), the real tree cache and `Req`s (num_requests prompts
-of prompt_tokens seeded ids, max_new_tokens = output_tokens, ignore_eos), and loops the way
-`Scheduler.event_loop_overlap` (or `event_loop_normal` when overlap is off) orders a step:
+the CPU, the pool capped, see `trace_pool_cap`), the real tree cache (CacheInitParams as
+kv_cache_builder.build_kv_cache fills it: radix cache, mamba extra buffer, EAGLE bigram keys) and
+`Req`s (num_requests prompts of prompt_tokens seeded ids, max_new_tokens = output_tokens,
+ignore_eos), and loops the way `Scheduler.event_loop_overlap` (or `event_loop_normal` when overlap is
+off) orders a step:
 
     get_next_batch_to_run: merge the last prefill batch into the running batch, filter finished,
         prefill first (PrefillAdder: add_chunked_req, add_one_req over the waiting queue, then
         ScheduleBatch.init_new + prepare_for_extend), else decode (update_running_batch:
-        check_decode_mem, retract_decode when it fails, prepare_for_decode = the DFlash/EAGLE
-        page-aligned KV reservation of 2 x num_draft_tokens per request)
-    run: a stand-in forward (no model): each verify accepts the acceptance model's drafts + 1 bonus
-    process the result (under overlap: the previous step's, after the next step is scheduled):
-        prefill -> the first output token, checkpoint_kv_cache / release_kv_cache;
-        decode -> kv_committed_len += accepted + 1, output_ids.extend, update_finish_state,
-        release_kv_cache on finish (frees the over-allocated verify slots too)
+        check_decode_mem, retract_decode when it fails, prepare_for_decode -> spec_prepare_for_decode:
+        DFLASH's DFlashDraftInputV2.prepare_for_decode, or eagle_prepare_for_decode for EAGLE3 /
+        NEXTN / STANDALONE / NGRAM, the page-aligned KV over-allocation of get_alloc_reserve_per_decode)
+    run: a stand-in forward (no model, `sglang_results`): a prefill samples one token per request, a
+        verify accepts the acceptance model's drafts + 1 bonus; queued with batch.copy() as the
+        Scheduler queues it
+    process the result (under overlap: the previous step's, after the next step is scheduled) with
+        SGLang's SchedulerBatchResultProcessor: process_batch_result_prefill (first token,
+        checkpoint_kv_cache / release_kv_cache) and process_batch_result_decode
+        (_resolve_spec_v2_tokens: kv_committed_len += accepted + 1; update_finish_state;
+        _handle_finish_state_updated_req: the mamba ping-pong track-slot swap of
+        _mamba_prefix_cache_update, release_kv_cache on finish, which frees the over-allocation)
 
 Each step (SGLang's words where it has them): `phase` "prefill" | "decode";
 `total_num_scheduled_tokens` (prefill: extend_num_tokens; decode: running_bs x
 speculative_num_draft_tokens, the verify block); `num_spec_tokens` (decode: running_bs x
 (num_draft_tokens - 1), the draft tokens scheduled for verification, vLLM's meaning; prefill 0);
 `num_scheduled_requests`; `num_preempted` (requests retract_decode sent back to the queue);
-`num_accepted_tokens` (drafts accepted, counted when the step's result is processed);
-`num_running`, `num_waiting` (after scheduling). Raises `TraceError` past its step bound.
+`num_accepted_tokens` (drafts the step's result commits, for requests not already finished or
+retracted when it is processed); `num_running`, `num_waiting` (after scheduling). Raises
+`TraceError` past its step bound. The pools' counters after the loop come back as the end state.
 """
 
 from __future__ import annotations
@@ -33,6 +41,8 @@ from array import array
 from math import ceil
 from typing import Any, Iterator
 
+from conformance.adapters import sglang_acceptance, sglang_results
+from conformance.adapters.sglang_acceptance import Acceptance
 from conformance.adapters.sglang_loop import Loop
 
 FUNCTIONS = (
@@ -50,25 +60,33 @@ FUNCTIONS = (
     "ScheduleBatch.check_decode_mem",
     "ScheduleBatch.retract_decode",
     "ScheduleBatch.prepare_for_decode",
-    "sglang.srt.speculative.draft_worker_common.make_draft_input_v2",
+    "sglang.srt.speculative.spec_utils.spec_prepare_for_decode",
+    "sglang.srt.speculative.dflash_info_v2.DFlashDraftInputV2.prepare_for_decode",
+    "sglang.srt.speculative.eagle_utils.eagle_prepare_for_decode",
     "sglang.srt.managers.scheduler_components.new_token_ratio_tracker.NewTokenRatioTracker",
     "sglang.srt.managers.schedule_batch.Req.update_finish_state",
     "sglang.srt.mem_cache.common.checkpoint_kv_cache",
     "sglang.srt.mem_cache.common.release_kv_cache",
+    *sglang_results.FUNCTIONS,
+    *sglang_acceptance.FUNCTIONS,
 )
 
 GLUE = (
     {"name": "conformance.adapters.sglang_trace.run_trace",
      "description": "the scheduler loop: mirrors Scheduler.get_next_batch_to_run / _get_new_batch_prefill_raw / "
-                    "update_running_batch and the result processors (process_batch_result_prefill, "
-                    "_resolve_spec_v2_tokens + process_batch_result_decode) in event_loop_overlap's order "
-                    "(event_loop_normal's when overlap is off), calling SGLang's own pieces listed in functions; "
+                    "update_running_batch and event_loop_overlap's order (event_loop_normal's when overlap is off): "
+                    "queue (batch.copy(), result), then hand it to SGLang's own result processor; calls "
+                    "SGLang's own pieces listed in functions; "
                     "left out: grammar, LoRA, hicache, priority preemption, mixed chunk, DP attention, PP, "
                     "metrics; get_num_allocatable_reqs is recomputed (min of pp_max_micro_batch_size - "
                     "running_bs and free req_to_token rows); truncation_align_size None"},
-    {"name": "stand-in forward", "description": "no model runs: a prefill samples one token, a verify step "
-     "commits the acceptance model's accepted drafts + the bonus token (token ids from "
-     "random.Random(workload.seed + 2)); the next draft input is make_draft_input_v2 over the batch"},
+    *sglang_results.GLUE,
+    sglang_acceptance.GLUE,
+    {"name": "conformance.adapters.sglang_trace._build (CacheInitParams)",
+     "description": "the tree cache's CacheInitParams filled as kv_cache_builder.build_kv_cache fills them from the "
+                    "published config (radix cache on/off, eviction policy, session radix cache, mamba extra buffer "
+                    "and its lazy mode, is_eagle, chunked_prefill_size); TP/PP/CP groups, metrics, KV events, "
+                    "hicache, SWA and MTP draft pools left at their single-GPU defaults"},
     {"name": "trace pool cap", "description": "the trace's pools hold min(SGLang's sizing, the workload's total "
      "demand) tokens and mamba slots (see provenance.trace_pool_cap): a pool at least the whole workload's "
      "demand passes every admission and decode check the full pool passes"},
@@ -80,37 +98,6 @@ MAX_TRACE_POOL_BYTES = 1 << 30  # the trace's real pools live in host RAM
 
 class TraceError(RuntimeError):
     pass
-
-
-class Acceptance:
-    """Accepted drafts per verify step: `fixed` n, or `synthetic` per-position Bernoulli draws.
-
-    synthetic takes `acceptance_rates` (unconditional per-position rates p_i; a draft is accepted
-    given the previous one with p_i / p_{i-1}), seeded random.Random(workload.seed + 1).
-    """
-
-    def __init__(self, case: dict[str, Any]):
-        acc = case["acceptance"]
-        self.mode = acc["mode"]
-        if self.mode == "fixed":
-            self.fixed = int(acc["accepted_tokens"])
-        elif self.mode == "synthetic":
-            rates = list(acc.get("acceptance_rates") or ())
-            if not rates:
-                raise ValueError("SGLang has no synthetic acceptance; the plan trace's sampler needs "
-                                 "acceptance.acceptance_rates (a mean length alone fixes no per-position rates)")
-            self.rates = [p / q if q > 0.0 else 0.0 for p, q in zip(rates, [1.0, *rates[:-1]])]
-            self.rng = random.Random(case["workload"]["seed"] + 1)
-        else:
-            raise ValueError(f"acceptance mode {self.mode!r} has no plan-mode trace (it needs the real draft)")
-
-    def accepted(self, num_drafts: int) -> int:
-        if self.mode == "fixed":
-            return min(self.fixed, num_drafts)
-        n = 0
-        while n < num_drafts and n < len(self.rates) and self.rng.random() < self.rates[n]:
-            n += 1
-        return n
 
 
 def trace_pool_cap(case: dict[str, Any], sizing: Any, num_draft_tokens: int) -> dict[str, int]:
@@ -170,7 +157,8 @@ def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any
 
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.registry import TreeCacheBuildContext, create_tree_cache
-    from sglang.srt.runtime_context import get_context, get_memory, get_schedule
+    from sglang.srt.runtime_context import get_context, get_exec, get_memory, get_schedule, get_spec
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     kvc = sizing.kvc
     if "max_mamba_cache_size" in cap:
@@ -180,9 +168,18 @@ def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any
     pools = kvc._init_pools(sizes=kvc._derive_pool_sizes(config=config), req_to_token_pool=None,
                             token_to_kv_pool_allocator=None)
     disable = get_memory().disable_radix_cache
+    # The fields kv_cache_builder.build_tree_cache sets from the published config (no TP/PP groups,
+    # metrics, KV events, hicache, SWA or MTP draft pools in the trace).
     params = CacheInitParams(disable=disable, req_to_token_pool=pools.req_to_token_pool,
                              token_to_kv_pool_allocator=pools.token_to_kv_pool_allocator,
-                             page_size=get_schedule().page_size)
+                             page_size=get_schedule().page_size,
+                             is_eagle=SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm).is_eagle(),
+                             eviction_policy=get_memory().radix_eviction_policy,
+                             eviction_policy_config=get_memory().radix_eviction_policy_config,
+                             enable_session_radix_cache=get_memory().enable_session_radix_cache,
+                             enable_mamba_extra_buffer=get_exec().mamba.enable_mamba_extra_buffer,
+                             enable_mamba_extra_buffer_lazy=get_exec().mamba.enable_mamba_extra_buffer_lazy,
+                             chunked_prefill_size=get_schedule().chunked_prefill_size)
     tree_cache = create_tree_cache(TreeCacheBuildContext(
         server_args=server_args, params=params, is_hybrid_swa=False, is_hybrid_ssm=sizing.is_hybrid,
         enable_hierarchical_cache=False, disable_radix_cache=disable, tp_worker=None,
@@ -206,18 +203,12 @@ def _requests(case: dict[str, Any], vocab: int) -> list[Any]:
     return out
 
 
-def run_trace(server_args: Any, sizing: Any, case: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """The steps and the pool cap used; `TraceError` past the bound, ValueError for a mode with no trace."""
-    from sglang.srt.runtime_context import get_exec, get_spec
-    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+def run_trace(server_args: Any, sizing: Any,
+              case: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int], dict[str, int]]:
+    """The steps, the pool cap used and the pools' end state (`Loop.end_state`); `TraceError` past the
+    bound, ValueError for a mode with no trace."""
+    from sglang.srt.runtime_context import get_spec
 
-    if not SpeculativeAlgorithm.from_string(get_spec().speculative_algorithm).is_dflash_family():
-        raise ValueError("the plan trace mirrors the DFLASH-family decode path only (DFlashDraftInputV2); "
-                         f"{get_spec().speculative_algorithm} prepares its decode through another draft input")
-    if get_exec().mamba.enable_mamba_extra_buffer:
-        raise ValueError("the plan trace does not mirror SGLang's mamba extra-buffer tracking (ping-pong "
-                         "checkpoint slots swapped and freed by _mamba_prefix_cache_update in the decode result), "
-                         "which this case enables (hybrid model with the radix cache on)")
     acceptance = Acceptance(case)
     num_draft_tokens = int(get_spec().speculative_num_draft_tokens or 1)
     cap = trace_pool_cap(case, sizing, num_draft_tokens)
@@ -238,4 +229,5 @@ def run_trace(server_args: Any, sizing: Any, case: dict[str, Any]) -> tuple[list
         loop = Loop(server_args, sizing, pools, tree_cache, acceptance, num_draft_tokens,
                     random.Random(wl["seed"] + 2), vocab)
         loop.waiting = _requests(case, vocab)
-        return loop.run(max_steps), cap
+        steps = loop.run(max_steps)
+        return steps, cap, loop.end_state()

@@ -1,7 +1,8 @@
 """The SGLang 0.5.23 plan adapter, through the real subprocess path (`runner.plan_cases`).
 
-One SGLang process plans every shipped case, then A, B, A again (isolation), plus two cases
-written here (a method SGLang lacks, and the gpu_memory_utilization form): ~15 s, ~1.5 GB.
+One SGLang process plans every shipped case, then A, B, A again (isolation), two newly traced cases
+again (determinism), plus cases written here (a method SGLang lacks, the gpu_memory_utilization form,
+a lone request): ~25 s, ~1.5 GB.
 Expected numbers come from SGLang's own code (the observation) checked against independent
 arithmetic on the shapes' config.json, never from constants typed here.
 """
@@ -24,6 +25,12 @@ pytestmark = pytest.mark.oracle
 ISOLATION_A = "tiny-sglang-mamba-cap"
 ISOLATION_B = "seed-unified-pool-c32-k8"
 TRACED = "tiny-dflash-c4-k8"
+SYNTHETIC_MEAN = "tiny-pressure-align-admission"  # synthetic mean_acceptance_length, radix cache + mamba extra buffer
+EAGLE = "drafting-table-eagle3"
+# Traced through SGLang's mamba extra buffer (hybrid model, radix cache on) or a non-DFLASH decode path.
+NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-pressure-align-admission",
+                "tiny-pressure-align-preempt", "drafting-table-eagle3", "drafting-table-draft_model",
+                "drafting-table-ngram", "drafting-table-mtp")
 
 
 def _oracle_ready() -> bool:
@@ -54,12 +61,14 @@ def planned(tmp_path_factory) -> dict:
     util = load_case(_variant(tmp, "tiny-dflash-c4-k8", "tmp-util",
                               lambda d: d.update(memory={"gpu_memory_utilization": 0.9})))
     lone = load_case(_variant(tmp, TRACED, "tmp-lone", lambda d: d["workload"].update(num_requests=1)))
-    order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], by_id[TRACED], lone, lacking, util]
+    order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], by_id[TRACED], by_id[SYNTHETIC_MEAN], by_id[EAGLE],
+                       lone, lacking, util]
     obs = plan_cases("sglang", order)
     assert len(obs) == len(order)
     n = len(shipped)
     return {"cases": by_id, "shipped": obs[:n], "repeat_b": obs[n], "repeat_a": obs[n + 1],
-            "repeat_traced": obs[n + 2], "lone": (lone.spec, obs[n + 3]), "lacking": obs[-2], "util": obs[-1]}
+            "repeats": {TRACED: obs[n + 2], SYNTHETIC_MEAN: obs[n + 3], EAGLE: obs[n + 4]},
+            "lone": (lone.spec, obs[n + 5]), "lacking": obs[-2], "util": obs[-1]}
 
 
 def _by_id(planned: dict, case_id: str) -> dict:
@@ -162,6 +171,9 @@ def _traced(planned: dict) -> list[dict]:
 def test_traces_exist_where_expected(planned):
     ids = {o["case_id"] for o in _traced(planned)}
     assert TRACED in ids and "tiny-dflash-active-cap-k8" in ids
+    for case_id in ("seed-unified-pool-c32-k8", "seed-draft-kv-c8", "seed-draft-kv-c32"):
+        obs = _by_id(planned, case_id)
+        assert obs["trace"] is None and "CPU pools would take" in obs["message"], case_id
     for obs in planned["shipped"]:
         if obs["status"] == "ok" and obs["trace"] is None:
             assert "no trace" in obs["message"] and obs["provenance"]["trace"].startswith("not produced")
@@ -217,9 +229,76 @@ def test_lone_request_decode_steps(planned):
     assert sum(s["total_num_scheduled_tokens"] for s in steps if s["phase"] == "prefill") == wl["prompt_tokens"]
 
 
-def test_trace_is_deterministic(planned):
-    first = _by_id(planned, TRACED)
-    again = planned["repeat_traced"]
+@pytest.mark.parametrize("case_id", [TRACED, SYNTHETIC_MEAN, EAGLE])
+def test_trace_is_deterministic(planned, case_id):
+    first = _by_id(planned, case_id)
+    again = planned["repeats"][case_id]
+    assert first["trace"] is not None, first["message"]
     assert json.dumps(first["trace"], sort_keys=True) == json.dumps(again["trace"], sort_keys=True)
-    assert first["provenance"]["trace_pool_cap"] == again["provenance"]["trace_pool_cap"]
-    assert first["provenance"]["trace_pool_cap"]["max_total_num_tokens"] <= first["memory"]["pool"]["max_total_num_tokens"]
+    cap = first["provenance"]["trace_pool_cap"]
+    assert cap == again["provenance"]["trace_pool_cap"]
+    assert cap["max_total_num_tokens"] <= first["memory"]["pool"]["max_total_num_tokens"]
+
+
+def test_newly_traced_cases_have_traces(planned):
+    for case_id in NEWLY_TRACED:
+        obs = _by_id(planned, case_id)
+        assert obs["status"] == "ok" and obs["trace"] is not None, (case_id, obs["message"])
+        assert obs["trace"]["steps"], case_id
+        phases = {s["phase"] for s in obs["trace"]["steps"]}
+        assert phases == {"prefill", "decode"}, case_id
+
+
+def test_mamba_cap_trace_stays_under_the_cap(planned):
+    obs = _by_id(planned, ISOLATION_A)
+    assert obs["trace"] is not None, obs["message"]
+    cap = obs["budget"]["max_active_seqs"]
+    steps = obs["trace"]["steps"]
+    assert max(s["num_running"] for s in steps) <= cap
+    # The cap binds: some step runs `cap` requests while others still wait.
+    assert any(s["num_running"] == cap and s["num_waiting"] > 0 for s in steps)
+    wl = planned["cases"][ISOLATION_A].spec["workload"]
+    assert sum(s["num_scheduled_requests"] for s in steps if s["phase"] == "prefill") == wl["num_requests"]
+    # Traced on the pool SGLang sized (the workload cap does not bind here).
+    pool_cap = obs["provenance"]["trace_pool_cap"]
+    assert pool_cap["max_mamba_cache_size"] == obs["memory"]["pool"]["max_mamba_cache_size"]
+
+
+def test_pools_hold_nothing_protected_at_the_end(planned):
+    for obs in _traced(planned):
+        end = obs["provenance"]["trace_end_state"]
+        cid = obs["case_id"]
+        assert end["kv_free_tokens"] + end["kv_tree_evictable_tokens"] == end["kv_tokens"], (cid, end)
+        assert end["kv_tree_protected_tokens"] == 0, (cid, end)
+        assert end["req_free_rows"] == end["req_rows"], (cid, end)
+        assert end["kv_tokens"] == obs["provenance"]["trace_pool_cap"]["max_total_num_tokens"], (cid, end)
+        if "mamba_slots" in end:
+            assert end["mamba_free_slots"] + end["mamba_tree_evictable_slots"] == end["mamba_slots"], (cid, end)
+            assert end["mamba_tree_protected_slots"] == 0, (cid, end)
+            assert end["mamba_slots"] == obs["provenance"]["trace_pool_cap"]["max_mamba_cache_size"], (cid, end)
+        if not planned["cases"][cid].spec["cache"]["prefix_caching"]:
+            assert end["kv_free_tokens"] == end["kv_tokens"], (cid, end)
+
+
+def test_synthetic_mean_acceptance_matches_sglang_simulation(planned):
+    """SGLANG_SIMULATE_ACC_LEN's match-expected draw commits floor(mean) or floor(mean) + 1 tokens per verify
+    (drafts + bonus), so the drafts accepted over the run lie between what those two lengths give."""
+    checked = 0
+    for obs in _traced(planned):
+        spec = planned["cases"][obs["case_id"]].spec
+        acc, wl = spec["acceptance"], spec["workload"]
+        if acc["mode"] != "synthetic" or "mean_acceptance_length" not in acc:
+            continue
+        steps = obs["trace"]["steps"]
+        if sum(s["num_preempted"] for s in steps):
+            continue
+        block = obs["budget"]["num_draft_tokens_per_step"]
+        low = max(1, min(block, math.floor(acc["mean_acceptance_length"])))
+        high = min(block, low + 1)
+        accepted = sum(s["num_accepted_tokens"] for s in steps)
+        # Verifies commit every output token but the prefill's first; the last may run past max_new_tokens.
+        least = wl["num_requests"] * (wl["output_tokens"] - 1)
+        most = least + wl["num_requests"] * (high - 1)
+        assert least * (low - 1) / low <= accepted <= most * (high - 1) / high, (obs["case_id"], accepted)
+        checked += 1
+    assert checked, "no traced case uses synthetic mean_acceptance_length"
