@@ -140,16 +140,41 @@ def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec
     return _v(check, obs, PASS, f"every budget field equals {_name(vllm)} [{source}]")
 
 
-def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], source: str) -> Verdict:
+def memory_admitted_seqs(obs: dict[str, Any]) -> int | None:
+    """How many sequences an engine's memory plan admits at once: max_num_seqs, capped by the
+    full-length sequences the pool seats. (A per-step token budget cap, vLLM's
+    max_num_batched_tokens // lookahead, is not part of it: SGLang has no such budget.)"""
+    seats = (obs.get("memory") or {}).get("max_concurrency")
+    asked = (obs.get("budget") or {}).get("max_num_seqs")
+    if seats is None or asked is None:
+        return None
+    return min(int(asked), int(seats))
+
+
+def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], case_spec: dict[str, Any],
+                                 source: str) -> Verdict:
+    """The comparable quantity with SGLang is concurrency as memory admits it: the engine's
+    `memory_admitted_seqs` is never below SGLang's `max_active_seqs` (max_running_requests after
+    SGLang's memory caps, e.g. its mamba state cache), unless the case documents the difference
+    (`intended_differences`, engine sglang, field max_active_seqs): then the engine's figure must be
+    the entry's `expected` and SGLang's must still be higher."""
     check = "budget.active_seqs_not_below_sglang"
     if sglang["status"] != "ok" or obs["status"] != "ok":
         return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {obs['engine']['name']} {obs['status']}: "
                   f"nothing comparable [{source}]")
-    mine, theirs = obs["budget"]["max_active_seqs"], sglang["budget"]["max_active_seqs"]
+    mine, theirs = memory_admitted_seqs(obs), sglang["budget"]["max_active_seqs"]
+    documented = _intended(case_spec, "sglang", "max_active_seqs")
+    if documented:
+        if mine != documented["expected"] or theirs is None or theirs <= mine:
+            return _v(check, obs, FAIL, f"the case documents {obs['engine']['name']} admitting "
+                      f"{documented['expected']} below SGLang ({documented['reason']}); now it admits {mine} and "
+                      f"SGLang runs {theirs} [{source}]")
+        return _v(check, obs, PASS, f"documented difference: memory admits {mine}, SGLang runs {theirs} "
+                  f"({documented['reason']}) [{source}]")
     if mine is None or theirs is None or mine < theirs:
-        return _v(check, obs, FAIL, f"{obs['engine']['name']} runs {mine} sequences where SGLang runs {theirs} "
-                  f"[{source}]")
-    return _v(check, obs, PASS, f"max_active_seqs {mine} >= SGLang's {theirs} [{source}]")
+        return _v(check, obs, FAIL, f"{obs['engine']['name']}'s memory admits {mine} sequences where SGLang runs "
+                  f"{theirs} ({sglang.get('message') or 'no cap message'}) [{source}]")
+    return _v(check, obs, PASS, f"memory admits {mine} sequences >= SGLang's {theirs} [{source}]")
 
 
 # --- memory suite -------------------------------------------------------------------------------
@@ -330,7 +355,7 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("budget.parity_with_vllm", "budget", ("reference",), "vllm",
               lambda obs, other, spec, src: budget_parity_with_vllm(obs, other, spec, src)),
     CheckSpec("budget.active_seqs_not_below_sglang", "budget", ("reference",), "sglang",
-              lambda obs, other, spec, src: active_seqs_not_below_sglang(obs, other, src)),
+              lambda obs, other, spec, src: active_seqs_not_below_sglang(obs, other, spec, src)),
     CheckSpec("memory.inside_bound", "memory", ("reference",), None,
               lambda obs, other, spec, src: inside_the_bound(obs, spec)),
     CheckSpec("memory.seats_not_below_vllm", "memory", ("reference",), "vllm",

@@ -21,5 +21,5 @@ def test_budget_parity_with_vllm(engine, case, observation):
 
 @pytest.mark.engines("reference")
 def test_active_seqs_not_below_sglang(engine, case, observation):
-    expect(verdicts.active_seqs_not_below_sglang(observation, golden_of("budget", "sglang", case.id),
+    expect(verdicts.active_seqs_not_below_sglang(observation, golden_of("budget", "sglang", case.id), case.spec,
                                                  "SGLang golden"))

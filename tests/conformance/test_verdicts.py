@@ -50,9 +50,15 @@ def test_budget_parity():
 
 
 def test_active_seqs_and_seats():
-    assert active_seqs_not_below_sglang(obs(active=8), obs("sglang", active=8), "s").outcome == "pass"
-    assert active_seqs_not_below_sglang(obs(active=7), obs("sglang", active=8), "s").failed
-    assert active_seqs_not_below_sglang(obs(), refused("sglang"), "s").outcome == "skip"
+    # memory admits min(max_num_seqs 8, floor(seats)); a token-budget cap (active) does not count
+    assert active_seqs_not_below_sglang(obs(seats=8.5, active=2), obs("sglang", active=8), SPEC, "s").outcome == "pass"
+    assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), SPEC, "s").failed
+    assert active_seqs_not_below_sglang(obs(), refused("sglang"), SPEC, "s").outcome == "skip"
+    doc = dict(SPEC, intended_differences=[{"engine": "sglang", "field": "max_active_seqs", "expected": 6,
+                                            "reason": "SGLang caps by state slots"}])
+    assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), doc, "s").outcome == "pass"
+    assert active_seqs_not_below_sglang(obs(seats=5.9), obs("sglang", active=7), doc, "s").failed  # not the value
+    assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=6), doc, "s").failed  # stale
     assert seats_not_below_vllm(obs(seats=4.0), obs("vllm", seats=4.0), "s").outcome == "pass"
     assert seats_not_below_vllm(obs(seats=3.5), obs("vllm", seats=4.0), "s").failed
 
