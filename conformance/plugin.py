@@ -46,7 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _pin_worker_gpu(config: pytest.Config) -> None:
     """With `-m gpu -n N`, give xdist worker gwK the K-th visible GPU (before CUDA initialises)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    worker = _xdist_worker_id(config)
     markexpr = config.getoption("markexpr", "") or ""
     if not worker or "gpu" not in markexpr or "not gpu" in markexpr:
         return
@@ -55,7 +55,7 @@ def _pin_worker_gpu(config: pytest.Config) -> None:
     visible = visible_gpus(os.environ.get("CUDA_VISIBLE_DEVICES"), nvidia_smi_count())
     if not visible:
         return  # no GPU: the gpu tests skip themselves
-    num_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    num_workers = int(config.workerinput.get("workercount", 1))
     os.environ["CUDA_VISIBLE_DEVICES"] = device_for_worker(worker, visible, num_workers)
 
 
@@ -94,9 +94,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         needed.setdefault(e, {}).update({c.id: c for c in cases})
 
 
-def _store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def _xdist_worker_id(config: pytest.Config) -> str | None:
+    """This process's xdist worker id (`gw0`...), or None in a controller or a plain run. Read from
+    the config, not the environment: a pytest started inside a worker inherits its variables."""
+    workerinput = getattr(config, "workerinput", None)
+    return workerinput.get("workerid") if workerinput else None
+
+
+def _store_root(config: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if _xdist_worker_id(config):
         base = base.parent  # shared by every worker of this run
     return base / "observations"
 
@@ -105,7 +112,7 @@ def _store_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def observation_store(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     from conformance.observe import ObservationStore
 
-    return ObservationStore(_store_root(tmp_path_factory))
+    return ObservationStore(_store_root(request.config, tmp_path_factory))
 
 
 @pytest.fixture
@@ -170,7 +177,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     out = session.config.getoption("--parity-report")
-    if not out or os.environ.get("PYTEST_XDIST_WORKER"):
+    if not out or _xdist_worker_id(session.config):
         return
     from conformance.report.from_pytest import write_pytest_report
 

@@ -143,9 +143,10 @@ def test_trace_within_budget_and_completes(planned):
             assert s["total_num_scheduled_tokens"] <= b["max_num_scheduled_tokens"]
             assert s["num_scheduled_requests"] <= b["max_num_seqs"]
             assert s["num_spec_tokens"] <= s["num_scheduled_requests"] * b["num_speculative_tokens"]
-        # Every prompt token is computed once (no preemption in these cases), and every request
-        # produced output_tokens tokens: 1 + accepted per sampling step.
-        assert sum(s["num_preempted"] for s in steps) == 0
+        # Every request produced output_tokens tokens: 1 + accepted per sampling step. Only the
+        # pressure cases are built to preempt.
+        if "pressure" not in case.spec.get("tags", []):
+            assert sum(s["num_preempted"] for s in steps) == 0
         sampled = sum(s["num_sampling_requests"] + s["num_accepted_tokens"] for s in steps)
         assert sampled >= wl["num_requests"] * wl["output_tokens"]
 
