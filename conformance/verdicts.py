@@ -237,6 +237,28 @@ def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], num_seqs: int,
     return _v(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} in one unified pool [{source}]")
 
 
+def explains_short_seats(obs: dict[str, Any]) -> Verdict:
+    """At a bound too small for max_num_seqs full-length sequences, the engine still plans and says
+    how many it seats and why: its message states `seats N` with N < max_num_seqs and N within the
+    pool's max_concurrency."""
+    import re
+
+    check = "memory.explains_short_seats"
+    if obs["status"] != "ok":
+        return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
+    seats, asked = obs["memory"]["max_concurrency"], obs["budget"]["max_num_seqs"]
+    if seats is None or asked is None or seats >= asked:
+        return _v(check, obs, SKIP, f"the pool holds max_num_seqs {asked} full-length sequences ({seats})")
+    m = re.search(r"seats (\d+) full-length", obs.get("message") or "")
+    if not m:
+        return _v(check, obs, FAIL, f"the pool holds {seats:.2f} full-length sequences of max_num_seqs {asked}, but "
+                  f"the observation does not say how many it seats: {obs.get('message')!r}")
+    n = int(m.group(1))
+    if not (n < asked and n <= seats):
+        return _v(check, obs, FAIL, f"says it seats {n}, inconsistent with max_concurrency {seats} / max_num_seqs {asked}")
+    return _v(check, obs, PASS, obs["message"])
+
+
 def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
     """Bug 1: in both observations draft KV is inside the bound, a full-length sequence's draft KV
     is the same, and `max_num_seqs` full-length sequences -- their draft KV included, which grows
@@ -362,6 +384,8 @@ CHECKS: tuple[CheckSpec, ...] = (
               lambda obs, other, spec, src: seats_not_below_vllm(obs, other, src)),
     CheckSpec("memory.unified_pool_seats", "memory", ("reference",), "vllm",
               lambda obs, other, spec, src: unified_pool_seats(obs, other, 32, src), ("seed-unified-pool-c32-k8",)),
+    CheckSpec("memory.explains_short_seats", "memory", ("reference",), None,
+              lambda obs, other, spec, src: explains_short_seats(obs)),
     CheckSpec("trace.steps_within_budget", "trace", ("reference", "vllm"), None,
               lambda obs, other, spec, src: steps_within_budget(obs)),
     CheckSpec("trace.equals_vllm", "trace", ("reference",), "vllm",

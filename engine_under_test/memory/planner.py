@@ -194,6 +194,8 @@ def plan_memory(cfg: EngineConfig, target: TargetShape, draft: DraftShape | None
     if seats < cfg.max_num_seqs:
         message = (f"the pool seats {seats} full-length sequences (max_num_seqs {cfg.max_num_seqs}): each needs "
                    f"{per_seq.num_blocks} blocks of {bytes_per_block} bytes ({_gib(per_seq.total_bytes)}) and the bound "
-                   f"gives {usable} usable blocks ({_gib(layout.total_bytes)} of {_gib(bound)})")
+                   f"gives {usable} usable blocks ({_gib(layout.total_bytes)} of {_gib(bound)}; "
+                   f"max_concurrency {max_concurrency:.2f} is num_blocks / blocks per sequence, as vLLM reports it, "
+                   f"and counts the reserved null block)")
     return MemoryPlan(layout=layout, ledger=ledger, per_sequence=per_seq, max_concurrency=max_concurrency,
                       num_seats=seats, seat_message=message)

@@ -33,3 +33,8 @@ def test_unified_pool_seats_32(engine, case, observation):
 @pytest.mark.cases("seed-draft-kv-c8")
 def test_draft_kv_scales_with_seqs(engine, case, observation, observations_of):
     expect(verdicts.draft_kv_scaling(observation, observations_of(engine, find_case("seed-draft-kv-c32"))))
+
+
+@pytest.mark.engines("reference")
+def test_short_seats_are_explained(engine, case, observation):
+    expect(verdicts.explains_short_seats(observation))

@@ -150,3 +150,17 @@ def test_trace_documented_difference_after_preemption():
     assert trace_equals_vllm(traced("reference", [(100, 0), (40, 1), (10, 0)]), vllm, spec, "s").failed  # too early
     assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (10, 0)]), vllm, spec, "s").failed  # stale
     assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (60, 0)]), vllm, SPEC, "s").failed  # undeclared
+
+
+def test_explains_short_seats():
+    from conformance.verdicts import explains_short_seats
+
+    short = obs(seats=5.5)
+    short["message"] = "the pool seats 5 full-length sequences (max_num_seqs 8): each needs ..."
+    assert explains_short_seats(short).outcome == "pass"
+    silent = obs(seats=5.5)
+    assert explains_short_seats(silent).failed
+    wrong = obs(seats=5.5)
+    wrong["message"] = "the pool seats 7 full-length sequences"
+    assert explains_short_seats(wrong).failed
+    assert explains_short_seats(obs(seats=9.0)).outcome == "skip"
