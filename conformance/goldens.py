@@ -40,9 +40,23 @@ class GoldenFormatError(ConformanceError):
     pass
 
 
+def portable(value: Any) -> Any:
+    """`value` with this checkout's and the cache's absolute paths written as `<repo>` and
+    `<cache>`, so a golden recorded in one clone compares equal in another."""
+    if isinstance(value, dict):
+        return {k: portable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable(v) for v in value]
+    if isinstance(value, str):
+        for root, name in ((str(paths.REPO_ROOT), "<repo>"), (str(paths.cache_dir()), "<cache>")):
+            value = value.replace(root, name)
+    return value
+
+
 def golden_view(obs: dict[str, Any], sections: Iterable[str]) -> dict[str, Any]:
-    """What a suite records: the header, provenance, and the named top-level sections."""
-    obs = strip_volatile(obs)
+    """What a suite records: the header, provenance, and the named top-level sections, with local
+    paths made portable."""
+    obs = portable(strip_volatile(obs))
     view: dict[str, Any] = {"golden_format": GOLDEN_FORMAT}
     for f in HEADER_FIELDS:
         view[f] = obs.get(f)
