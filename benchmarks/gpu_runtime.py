@@ -3,14 +3,16 @@
     python benchmarks/gpu_runtime.py --out DIR                   # one H200: 2b shapes, bf16, k=8
     python benchmarks/gpu_runtime.py --device cpu --tiny --out DIR   # tiny shapes on a CPU (CI-sized)
 
-For each max_num_seqs (8, 32) at gpu_memory_utilization (0.9): build the engine with seeded
-weights (2b: qwen35-2b-shaped + qwen35-2b-dflash-shaped, bf16), check greedy speculative ==
-non-speculative tokens on a small batch, measure peak device memory (torch
-max_memory_reserved and NVML) against utilization x capacity and against the planner's ledger
-(pool and weights must be within 5%), and time decode steps at c = 1, 8, 32 next to the
-memory-bandwidth floor (bytes a step must move: weights + KV read + recurrent state read and
-snapshot writes, at 4.2 TB/s). Writes one run observation per max_num_seqs (observation
-schema, mode "run") into --out and prints a summary. Exits non-zero if a check fails.
+For each max_num_seqs (8, 32): (1) lossless: greedy speculative (k = 4 and 8) == greedy
+non-speculative tokens for requests of different prompt and output lengths, in float32 (bf16
+on a GPU is not bitwise deterministic across batch shapes, so near-tied greedy tokens can
+flip; the bf16 comparison is reported beside it, not checked); (2) the bf16 engine at
+gpu_memory_utilization 0.9: peak device memory (torch max_memory_reserved, and this process's
+NVML footprint) against utilization x capacity, and what the allocator handed the pool and the
+weights against the planner's ledger (within 5%); (3) decode step times at c = 1, 8, 32 for
+each gated-delta-rule variant beside the floor (gpu_probe.step_floors at the measured copy
+bandwidth and bf16 matrix rate). Writes one run observation per max_num_seqs (observation
+schema, mode "run") into --out, prints a summary; exits non-zero if a check fails.
 """
 
 from __future__ import annotations
@@ -18,88 +20,101 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import sys
 import time
 from pathlib import Path
 
-import torch
+# NOTE: the allocator the engine is measured under: expandable segments (no fragmentation of
+# cached blocks between differently sized activations); set before CUDA initialises
+os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import gpu_probe  # noqa: E402
+from conformance.adapters.reference_plan import _memory as memory_section  # noqa: E402
 from engine_under_test import __version__  # noqa: E402
 from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
 from engine_under_test.shapes import DTYPE_SIZE_BYTES  # noqa: E402
 
-BANDWIDTH_BYTES_PER_S = 4.2e12      # measured device-to-device copy on one H200
+H200_CEILINGS = {"copy_bytes_per_s": 4.23e12, "bf16_matmul_flop_per_s": 795e12}   # shared/GPU.md, one H200
 LEDGER_TOLERANCE = 0.05
+LOSSLESS_PROMPT_TOKENS = (7, 33, 130, 20, 64)
+LOSSLESS_OUTPUT_TOKENS = (12, 20, 9, 24, 16)
 
 
-def _nvml_used_bytes(device_index: int) -> int | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return int(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(device_index)).used)
-    except Exception:  # NVML absent (CPU runs): reported as null
-        return None
-
-
-def _build(args, spec: bool, max_num_seqs: int) -> LLM:
+def _build(args, k: int, max_num_seqs: int, dtype: str, small: bool) -> LLM:
     models = ROOT / "conformance" / "models"
     target = models / ("tiny-hybrid" if args.tiny else "qwen35-2b-shaped")
     draft = models / ("tiny-dflash" if args.tiny else "qwen35-2b-dflash-shaped")
-    memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if args.device.startswith("cuda")
-              else {"kv_cache_memory_bytes": args.cpu_pool_bytes})
-    return LLM(target, {"method": "dflash", "model": str(draft), "num_speculative_tokens": args.k} if spec else None,
-               max_num_seqs=max_num_seqs, max_model_len=args.max_model_len, max_num_batched_tokens=args.max_num_batched_tokens,
-               device=args.device, dtype="float32" if args.device == "cpu" else "bfloat16", load_format="dummy",
-               seed=args.seed, **memory)
+    cuda = args.device.startswith("cuda")
+    memory = ({"gpu_memory_utilization": args.gpu_memory_utilization} if cuda and not small
+              else {"kv_cache_memory_bytes": args.small_pool_bytes if small else args.cpu_pool_bytes})
+    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": k} if k else None
+    return LLM(target, spec, max_num_seqs=max_num_seqs,
+               max_model_len=args.lossless_max_model_len if small else args.max_model_len,
+               max_num_batched_tokens=args.lossless_max_num_batched_tokens if small else args.max_num_batched_tokens,
+               device=args.device, dtype=dtype, load_format="dummy", seed=args.seed, **memory)
 
 
-def _free(llm: LLM | None) -> None:
-    del llm
+def _release() -> None:
     gc.collect()
     if torch.cuda.is_available():
+        torch.cuda.synchronize()
         torch.cuda.empty_cache()
 
 
-def _lossless(args, max_num_seqs: int) -> tuple[bool, LLM]:
+def _generate(args, k: int, max_num_seqs: int, dtype: str) -> tuple[list[list[int]], dict]:
     rng = random.Random(args.seed)
-    prompts = [[rng.randrange(2, 1000) for _ in range(n)] for n in (7, 33, 64, 20)]
-    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in (12, 20, 8, 16)]
-    base = _build(args, False, max_num_seqs)
-    ref = [o.output_token_ids for o in base.generate(prompts, params)]
-    _free(base)
-    llm = _build(args, True, max_num_seqs)
-    got = [o.output_token_ids for o in llm.generate(prompts, params)]
-    return got == ref, llm
+    prompts = [[rng.randrange(2, 1000) for _ in range(n)] for n in LOSSLESS_PROMPT_TOKENS]
+    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in LOSSLESS_OUTPUT_TOKENS]
+    llm = _build(args, k, max_num_seqs, dtype, small=True)
+    tokens = [o.output_token_ids for o in llm.generate(prompts, params)]
+    s = llm.engine.stats()
+    del llm
+    _release()
+    return tokens, {"num_steps": s.num_steps, "num_draft_tokens": s.num_draft_tokens,
+                    "num_accepted_tokens": s.num_accepted_tokens}
 
 
-def _floor_bytes(llm: LLM, contexts: list[int]) -> int:
-    eng = llm.engine
-    k = eng.cfg.num_speculative_tokens
-    weights = sum(p.numel() * p.element_size() for p in eng.target.parameters())
-    weights += sum(p.numel() * p.element_size() for p in eng.drafter.parameters())
-    kv_per_token = 0
-    for cache in eng.runner.kv.values():
-        kv_per_token += 2 * cache.first[0, 0].numel() * cache.first.element_size()
-    state = sum(c.first[0].numel() * c.first.element_size() + c.second[0].numel() * c.second.element_size()
-                for c in eng.runner.state.values())
-    kv = sum(n * kv_per_token for n in contexts)
-    return weights + kv + len(contexts) * state * (1 + (k + 1))   # read once, snapshot k + 1 positions
+def _first_difference(a: list[int], b: list[int]) -> int | None:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None if len(a) == len(b) else min(len(a), len(b)))
 
 
-def _step_times(args, llm: LLM, concurrency: int) -> dict:
+def lossless(args, max_num_seqs: int) -> dict:
+    """{dtype: {"k=K": {...}}}: the checked float32 comparison and the reported bf16 one."""
+    out = {}
+    for dtype in args.lossless_dtypes:
+        ref, _ = _generate(args, 0, max_num_seqs, dtype)
+        out[dtype] = {}
+        for k in args.lossless_k:
+            got, stats = _generate(args, k, max_num_seqs, dtype)
+            out[dtype][f"k={k}"] = {"identical": got == ref, **stats,
+                                    "first_difference": [_first_difference(g, r) for g, r in zip(got, ref)]}
+    return out
+
+
+def _in_prefill(eng) -> bool:
+    sched = eng.scheduler
+    return bool(sched.waiting) or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running)
+
+
+def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict:
     eng = llm.engine
     rng = random.Random(concurrency)
+    max_tokens = (args.warmup_steps + args.timed_steps + 4) * (args.k + 1) + 8
     for i in range(concurrency):
-        eng.add_request(f"c{concurrency}-{i}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
-                        SamplingParams(max_tokens=args.warmup_steps * (args.k + 1) + args.timed_steps * (args.k + 1) + 8,
-                                       temperature=0, ignore_eos=True))
-    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
-    for _ in range(args.warmup_steps):          # prefill and first decode steps
+        eng.add_request(f"c{concurrency}-{i}-{eng.target.gdn_backend}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
+                        SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
+    cuda = args.device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    while _in_prefill(eng):                     # prefill, not timed
+        eng.step()
+    for _ in range(args.warmup_steps):          # first decode steps (kernel compilation)
         eng.step()
     times, tokens = [], 0
     for _ in range(args.timed_steps):
@@ -109,64 +124,137 @@ def _step_times(args, llm: LLM, concurrency: int) -> dict:
         sync()
         times.append(time.perf_counter() - t0)
         tokens += sum(len(o.new_token_ids) for o in outs)
+        if cuda:
+            _sample_nvml(peak)
     contexts = [r.num_computed_tokens for r in eng.scheduler.running]
     for rid in list(eng.scheduler.requests):
         eng.abort_request(rid)
     step_s = sorted(times)[len(times) // 2]
-    floor_s = _floor_bytes(llm, contexts) / BANDWIDTH_BYTES_PER_S
-    return {"concurrency": concurrency, "median_step_s": step_s, "floor_s": floor_s, "ratio_to_floor": step_s / floor_s,
-            "output_tok_per_s": tokens / sum(times), "num_running": len(contexts)}
+    floors = gpu_probe.step_floors(eng, contexts, ceil)
+    return {"variant": eng.target.gdn_backend, "concurrency": concurrency, "num_running": len(contexts),
+            "median_step_s": step_s, "min_step_s": min(times), **floors, "ratio_to_floor": step_s / floors["floor_s"],
+            "output_tok_per_s": tokens / sum(times), "tokens_per_step": tokens / len(times)}
 
 
-def run_one(args, max_num_seqs: int) -> dict:
+def _sample_nvml(peak: dict) -> None:
+    now = gpu_probe.nvml_memory()
+    if now is None:
+        return
+    for key, value in now.items():
+        if value is not None:
+            peak[key] = max(peak.get(key) or 0, value)
+
+
+def _phase(name: str, phases: list, peak: dict) -> None:
+    _sample_nvml(peak)
+    phases.append({"phase": name, "torch_max_memory_reserved_bytes": torch.cuda.max_memory_reserved(),
+                   "torch_max_memory_allocated_bytes": torch.cuda.max_memory_allocated(),
+                   "torch_memory_allocated_bytes": torch.cuda.memory_allocated(),
+                   "nvml_device_used_bytes": (gpu_probe.nvml_memory() or {}).get("device_used_bytes")})
+
+
+def run_one(args, max_num_seqs: int, ceil: dict, nvml: dict, hw: tuple[str, dict]) -> dict:
     cuda = args.device.startswith("cuda")
+    checked = "float32"
+    ll = lossless(args, max_num_seqs)
+    checks = {f"lossless_{checked}_{key.replace('=', '')}": r["identical"] for key, r in ll[checked].items()}
+    _release()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
-    ok, llm = _lossless(args, max_num_seqs)
+    llm = _build(args, args.k, max_num_seqs, "float32" if not cuda else "bfloat16", small=False)
     eng = llm.engine
-    rungs = [_step_times(args, llm, c) for c in args.concurrency if c <= max_num_seqs]
-    ledger = eng.plan.memory.ledger
-    pool_bytes = eng.plan.pool.tensor.numel()
-    # NOTE: on a CPU the weights run in float32 while the ledger counts the checkpoint dtype;
-    # the comparison then uses the checkpoint dtype's size (the parameter count is what is checked)
-    ledger_size = DTYPE_SIZE_BYTES[eng.plan.target.dtype]
-    params = list(eng.target.parameters()) + list(eng.drafter.parameters())
-    weights_bytes = sum(p.numel() * (p.element_size() if cuda else ledger_size) for p in params)
-    capacity = torch.cuda.mem_get_info()[1] if cuda else None
-    mem = {
-        "bound_bytes": ledger.bound_bytes, "ledger": dict(ledger.categories),
-        "pool_allocated_bytes": pool_bytes, "weights_allocated_bytes": weights_bytes,
-        "pool_vs_ledger": pool_bytes / max(ledger.pool_bytes, 1) - 1,
-        "weights_vs_ledger": weights_bytes / max(ledger.categories["weights"], 1) - 1,
-        "torch_max_memory_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
-        "nvml_used_bytes": _nvml_used_bytes(torch.cuda.current_device()) if cuda else None,
-        "utilization_x_capacity_bytes": int(args.gpu_memory_utilization * capacity) if cuda else None,
-    }
-    checks = {"lossless": ok,
-              "pool_within_ledger": abs(mem["pool_vs_ledger"]) <= LEDGER_TOLERANCE,
-              "weights_within_ledger": abs(mem["weights_vs_ledger"]) <= LEDGER_TOLERANCE}
+    peak: dict = {}
+    phases: list = []
     if cuda:
-        checks["reserved_within_bound"] = mem["torch_max_memory_reserved_bytes"] <= mem["utilization_x_capacity_bytes"]
-        if mem["nvml_used_bytes"] is not None:
-            checks["nvml_within_bound"] = mem["nvml_used_bytes"] <= mem["utilization_x_capacity_bytes"]
+        _phase("built", phases, peak)
+    rungs = []
+    for variant in args.variants:
+        eng.target.gdn_backend = variant
+        for c in args.concurrency:
+            if c <= max_num_seqs:
+                rungs.append(step_times(args, llm, c, ceil, peak))
+                if cuda:
+                    _phase(f"{variant} c={c}", phases, peak)
+    eng.target.gdn_backend = args.variants[0]
+    ledger = eng.plan.memory.ledger
+    size = gpu_probe.param_bytes(eng.target) + gpu_probe.param_bytes(eng.drafter)
+    measured = eng.measured_bytes or {"pool_bytes": eng.plan.pool.tensor.numel() * eng.plan.pool.tensor.element_size(),
+                                      "weights_bytes": size}
+    if not cuda:   # NOTE: CPU weights run in float32; the ledger counts the checkpoint dtype's bytes
+        num_params = sum(p.numel() for p in eng.target.parameters()) + sum(p.numel() for p in eng.drafter.parameters())
+        measured["weights_bytes"] = num_params * DTYPE_SIZE_BYTES[eng.plan.target.dtype]
+    capacity = eng.cfg.device_memory_bytes
+    mem = {
+        "bound_bytes": ledger.bound_bytes, "ledger": dict(ledger.categories), "ledger_pool_bytes": ledger.pool_bytes,
+        "measured_pool_bytes": measured["pool_bytes"], "measured_weights_bytes": measured["weights_bytes"],
+        "pool_vs_ledger": measured["pool_bytes"] / ledger.pool_bytes - 1,
+        "weights_vs_ledger": measured["weights_bytes"] / ledger.categories["weights"] - 1,
+        "capacity_bytes": capacity,
+        "utilization_x_capacity_bytes": int(args.gpu_memory_utilization * capacity) if cuda else None,
+        "torch_max_memory_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
+        "torch_max_memory_allocated_bytes": torch.cuda.max_memory_allocated() if cuda else None,
+        "nvml_before_cuda": nvml["before_cuda"], "nvml_after_cuda_init": nvml["after_init"], "nvml_peak": peak or None,
+        "phases": phases,
+    }
+    if cuda and peak and nvml["after_init"]:
+        # vLLM's accounting (gpu_worker: the init snapshot after the CUDA context and cuBLAS
+        # handles is the baseline; util x total bounds what the engine adds past it)
+        mem["nvml_increase_past_init_bytes"] = peak["device_used_bytes"] - nvml["after_init"]["device_used_bytes"]
+        mem["cuda_context_bytes"] = nvml["after_init"]["device_used_bytes"] - nvml["before_cuda"]["device_used_bytes"]
+        mem["nvml_footprint_with_context_bytes"] = peak["device_used_bytes"] - nvml["before_cuda"]["device_used_bytes"]
+    checks["pool_within_ledger"] = abs(mem["pool_vs_ledger"]) <= LEDGER_TOLERANCE
+    checks["weights_within_ledger"] = abs(mem["weights_vs_ledger"]) <= LEDGER_TOLERANCE
+    if cuda:
+        bound = mem["utilization_x_capacity_bytes"]
+        checks["reserved_within_bound"] = mem["torch_max_memory_reserved_bytes"] <= bound
+        if "nvml_increase_past_init_bytes" in mem:
+            checks["nvml_within_bound"] = mem["nvml_increase_past_init_bytes"] <= bound
+            mem["nvml_footprint_with_context_within_bound"] = mem["nvml_footprint_with_context_bytes"] <= bound
     failed = [name for name, passed in checks.items() if not passed]
+    main = [r for r in rungs if r["variant"] == args.variants[0]]
     obs = {
         "schema_version": "1", "case_id": f"gpu-runtime-{'tiny' if args.tiny else '2b'}-k{args.k}-seqs{max_num_seqs}",
         "engine": {"name": "reference", "version": __version__}, "mode": "run",
         "status": "error" if failed else "ok", "message": f"failed checks: {', '.join(failed)}" if failed else None,
-        "device": {"profile": "h200", "hardware": torch.cuda.get_device_name() if cuda else "cpu"},
-        "budget": eng.plan.budget.to_json(), "memory": None, "trace": None,
+        "device": {"profile": "h200", "hardware": hw[0]},
+        "budget": eng.plan.budget.to_json(), "memory": memory_section(eng.plan), "trace": None,
         "throughput": {"rungs": [{"concurrency": r["concurrency"], "status": "ok",
-                                  "output_tok_per_s": r["output_tok_per_s"]} for r in rungs]},
+                                  "output_tok_per_s": r["output_tok_per_s"]} for r in main]},
         "provenance": {
             "functions": ["engine_under_test.engine.LLMEngine.step", "engine_under_test.memory.planner.plan_memory"],
             "overrides": [{"name": "load_format", "value": "dummy", "reason": "seeded random weights of the shapes"}],
-            "glue": [{"name": "benchmarks/gpu_runtime.py", "description": "times engine steps after warm-up; "
-                      "bandwidth floor = (weights + KV read + state read and k+1 snapshot writes) / 4.2 TB/s"}]},
-        "timing": {"rungs": rungs, "memory": mem, "checks": checks},
+            "glue": [{"name": "benchmarks/gpu_runtime.py", "description": "lossless comparison, step timing after "
+                      "prefill and warm-up, peak memory; floors from benchmarks/gpu_probe.py at the measured ceilings"}]},
+        "timing": {"rungs": rungs, "memory": mem, "checks": checks, "lossless": ll, "ceilings": ceil,
+                   "hardware": hw[1], "config": {"k": args.k, "max_num_seqs": max_num_seqs,
+                                                 "max_model_len": args.max_model_len, "prompt_tokens": args.prompt_tokens,
+                                                 "max_num_batched_tokens": args.max_num_batched_tokens,
+                                                 "gpu_memory_utilization": args.gpu_memory_utilization,
+                                                 "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")}},
     }
-    _free(llm)
+    del llm, eng
+    _release()
     return obs
+
+
+def _summary(obs: dict) -> list[str]:
+    t = obs["timing"]
+    m = t["memory"]
+    gib = lambda n: "-" if n is None else f"{n / 2**30:.2f} GiB"  # noqa: E731
+    lines = [f"{obs['case_id']}: status {obs['status']} {obs['message'] or ''}",
+             f"  lossless: " + ", ".join(f"{d} {k} {'identical' if r['identical'] else 'DIFFERENT ' + str(r['first_difference'])}"
+                                         f" ({r['num_accepted_tokens']}/{r['num_draft_tokens']} drafts accepted)"
+                                         for d, by_k in t["lossless"].items() for k, r in by_k.items()),
+             f"  memory: pool {m['pool_vs_ledger']:+.3%} vs ledger, weights {m['weights_vs_ledger']:+.3%}; "
+             f"reserved peak {gib(m['torch_max_memory_reserved_bytes'])}, allocated peak {gib(m['torch_max_memory_allocated_bytes'])}, "
+             f"nvml past init {gib(m.get('nvml_increase_past_init_bytes'))} (with the CUDA context "
+             f"{gib(m.get('nvml_footprint_with_context_bytes'))}), bound {gib(m['utilization_x_capacity_bytes'])}",
+             f"  {'variant':<17} {'c':>3} {'step ms':>9} {'floor ms':>9} {'mem fl':>7} {'cmp fl':>7} {'ratio':>7} {'tok/step':>8} {'tok/s':>9}"]
+    for r in t["rungs"]:
+        lines.append(f"  {r['variant']:<17} {r['concurrency']:>3} {r['median_step_s'] * 1e3:9.2f} {r['floor_s'] * 1e3:9.3f} "
+                     f"{r['memory_floor_s'] * 1e3:7.3f} {r['compute_floor_s'] * 1e3:7.3f} {r['ratio_to_floor']:6.1f}x "
+                     f"{r['tokens_per_step']:8.2f} {r['output_tok_per_s']:9.1f}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -175,24 +263,48 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU-sized)")
     ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--lossless-k", type=int, nargs="+", default=[4, 8])
+    ap.add_argument("--lossless-dtypes", nargs="+", default=None, help="float32 is checked; others are reported")
+    ap.add_argument("--variants", nargs="+", default=None, help="gated delta rule backends to time")
     ap.add_argument("--max-num-seqs", type=int, nargs="+", default=[8, 32])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
     ap.add_argument("--gpu-memory-utilization", type=float, default=0.9)
     ap.add_argument("--cpu-pool-bytes", type=int, default=64 * 2**20)
+    ap.add_argument("--small-pool-bytes", type=int, default=2 * 2**30, help="pool of the lossless engines")
+    ap.add_argument("--lossless-max-model-len", type=int, default=512)
+    ap.add_argument("--lossless-max-num-batched-tokens", type=int, default=96)
     ap.add_argument("--max-model-len", type=int, default=4096)
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
     ap.add_argument("--prompt-tokens", type=int, default=1024)
-    ap.add_argument("--warmup-steps", type=int, default=4)
+    ap.add_argument("--warmup-steps", type=int, default=3)
     ap.add_argument("--timed-steps", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
+    cuda = args.device.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         print("no CUDA device: use --device cpu --tiny", file=sys.stderr)
         return 2
+    args.lossless_dtypes = args.lossless_dtypes or (["float32", "bfloat16"] if cuda else ["float32"])
+    args.variants = args.variants or (["fla", "fla_per_position"] if cuda else ["torch"])
+    if "float32" not in args.lossless_dtypes:
+        ap.error("--lossless-dtypes must include float32 (the checked comparison)")
+    nvml = {"before_cuda": gpu_probe.nvml_memory() if cuda else None, "after_init": None}
+    if cuda:
+        # NOTE: float32 means IEEE float32 here (the lossless engines): no TF32 in matmuls or convolutions
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        x = torch.ones(16, 16, dtype=torch.bfloat16, device="cuda")   # the CUDA context and cuBLAS handles
+        torch.nn.functional.linear(torch.mm(x, x), x, x[0])
+        del x
+        _release()
+        nvml["after_init"] = gpu_probe.nvml_memory()
+    hw = gpu_probe.hardware(args.device)
+    ceil = gpu_probe.ceilings() if cuda else dict(H200_CEILINGS)
     args.out.mkdir(parents=True, exist_ok=True)
-    status = 0
+    status, lines = 0, [f"hardware: {hw[0]}",
+                        f"ceilings: copy {ceil['copy_bytes_per_s'] / 1e12:.2f} TB/s, bf16 matmul {ceil['bf16_matmul_flop_per_s'] / 1e12:.0f} TFLOP/s"]
     for n in args.max_num_seqs:
-        obs = run_one(args, n)
+        obs = run_one(args, n, ceil, nvml, hw)
         try:
             from conformance.observation import validate
 
@@ -201,16 +313,10 @@ def main(argv: list[str] | None = None) -> int:
             pass
         path = args.out / f"{obs['case_id']}.json"
         path.write_text(json.dumps(obs, indent=1))
-        t = obs["timing"]
-        print(f"max_num_seqs {n}: status {obs['status']} {obs['message'] or ''}")
-        print(f"  memory: pool {t['memory']['pool_vs_ledger']:+.2%} vs ledger, weights {t['memory']['weights_vs_ledger']:+.2%}, "
-              f"reserved {t['memory']['torch_max_memory_reserved_bytes']} nvml {t['memory']['nvml_used_bytes']} "
-              f"bound {t['memory']['utilization_x_capacity_bytes']}")
-        for r in t["rungs"]:
-            print(f"  c={r['concurrency']:>3}: step {r['median_step_s'] * 1e3:8.2f} ms  floor {r['floor_s'] * 1e3:7.3f} ms  "
-                  f"ratio {r['ratio_to_floor']:7.1f}x  {r['output_tok_per_s']:9.1f} tok/s")
-        print(f"  wrote {path}")
+        lines += _summary(obs) + [f"  wrote {path}"]
+        print("\n".join(_summary(obs)), flush=True)
         status |= obs["status"] != "ok"
+    print("\n== summary ==\n" + "\n".join(lines))
     return status
 
 

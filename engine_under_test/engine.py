@@ -35,6 +35,13 @@ from engine_under_test.scheduler import Request, RequestStatus
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def _allocated_bytes(device: torch.device) -> int | None:
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize(device)
+    return torch.cuda.memory_allocated(device)
+
+
 @dataclass(frozen=True)
 class RequestOutput:
     request_id: str
@@ -85,11 +92,17 @@ class LLMEngine:
         self.plan: EnginePlan = build_plan(cfg)
         self.scheduler = make_scheduler(self.plan)
         device = torch.device(cfg.device)
+        before = _allocated_bytes(device)
         self.plan.pool.allocate(device)           # Phase 1: the one bounded allocation
+        after_pool = _allocated_bytes(device)
         torch_dtype = _DTYPES[dtype or self.plan.target.dtype]
         self.target = load_target(cfg.model, device, torch_dtype, load_format, seed)
         self.drafter = (load_drafter(spec.model, self.target, device, torch_dtype, load_format, seed + 1)
                         if spec is not None else None)
+        after_weights = _allocated_bytes(device)
+        # what the device allocator handed out for the pool and for the weights (None off CUDA)
+        self.measured_bytes: dict[str, int] | None = None if before is None else {
+            "pool_bytes": after_pool - before, "weights_bytes": after_weights - after_pool}
         self.runner = ModelRunner(self.target, self.drafter, self.plan.pool, cfg.num_speculative_tokens)
         mode = (acceptance or {"mode": "model"}).get("mode", "model")
         self.acceptance = (None if mode == "model" or spec is None

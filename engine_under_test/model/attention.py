@@ -6,7 +6,8 @@ first), q_norm / k_norm are per-head zero-centered RMSNorms, rope covers the fir
 
 `paged_attention` writes this pass's K/V into the pool rows of their positions, then, per
 group of equal query length, gathers each sequence's blocks through its block table and
-runs SDPA with a mask (causal by position, or full for the DFlash drafter's block queries).
+runs SDPA with a mask (causal by position, or full for the DFlash drafter's block queries);
+block tables and masks are built once per pass (`ForwardBatch.memo`) and shared by the layers.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
 from engine_under_test.model.norm import ZeroCenteredRMSNorm
 from engine_under_test.model.rope import RotaryEmbedding
 
@@ -29,28 +30,48 @@ def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: tuple[torch.Te
     v_cache[blocks, rows] = v.to(v_cache.dtype)
 
 
+def _group_mask(batch: ForwardBatch, group_id: int, seqs: list[int], query_len: int, num_blocks: int) -> torch.Tensor:
+    """[G, L, S] (causal) or [G, 1, S] bool: which of the S = num_blocks * block_size gathered
+    rows each query may read (rows below the sequence's length, and up to its position)."""
+    def build() -> torch.Tensor:
+        device = batch.positions.device
+        kv_pos = torch.arange(num_blocks * batch.block_size_tokens, device=device)
+        lens = device_tensor([batch.seq_lens[b] for b in seqs], device)
+        mask = kv_pos[None, None, :] < lens[:, None, None]
+        if batch.causal:
+            mask = mask & (kv_pos[None, None, :] <= batch.positions[batch.token_index(seqs, query_len)][:, :, None])
+        return mask
+    return batch.memo(("attn_mask", group_id, tuple(seqs), query_len), build)
+
+
 def paged_attention(q: torch.Tensor, batch: ForwardBatch, cache: LayerCache, scale: float) -> torch.Tensor:
-    """q [T, H, D] over the pool's K/V (already written) -> [T, H, D]."""
+    """q [T, H, D] over the pool's K/V (already written) -> [T, H, D].
+
+    NOTE: grouped-query heads are folded into the query axis (the H / Hkv query heads of one
+    KV head become rep x L query rows), so SDPA sees equal head counts and can take its
+    memory-efficient kernel with a mask; `enable_gqa` with a mask falls back to the math kernel.
+    """
     k_cache, v_cache, gid = cache
     bs = batch.block_size_tokens
+    T, H, D = q.shape
+    num_kv_heads = k_cache.shape[2]
+    rep = H // num_kv_heads
     out = torch.empty_like(q)
     for seqs, qlen in batch.groups():
-        idx = batch.token_index(seqs, qlen)                              # [G, L]
-        max_kv = max(batch.seq_lens[b] for b in seqs)
-        nb = -(-max_kv // bs)
-        table = batch.padded_block_table(gid, seqs, nb)                      # [G, nb]
-        keys = k_cache[table].flatten(1, 2)                             # [G, nb*bs, Hkv, D]
-        values = v_cache[table].flatten(1, 2)
-        kv_pos = torch.arange(nb * bs, device=q.device)
-        lens = torch.tensor([batch.seq_lens[b] for b in seqs], device=q.device)
-        mask = kv_pos[None, None, :] < lens[:, None, None]               # [G, 1, S]
-        if batch.causal:
-            mask = mask & (kv_pos[None, None, :] <= batch.positions[idx][:, :, None])
-        qg = q[idx].transpose(1, 2)                                      # [G, H, L, D]
-        o = F.scaled_dot_product_attention(
-            qg, keys.transpose(1, 2).to(q.dtype), values.transpose(1, 2).to(q.dtype),
-            attn_mask=mask[:, None, :, :], scale=scale, enable_gqa=True)
-        out[idx.flatten()] = o.transpose(1, 2).flatten(0, 1)
+        G = len(seqs)
+        nb = -(-max(batch.seq_lens[b] for b in seqs) // bs)
+        table = batch.memo(("attn_table", gid, tuple(seqs)), lambda: batch.padded_block_table(gid, seqs, nb))
+        keys = k_cache[table].flatten(1, 2).transpose(1, 2)             # [G, Hkv, S, D]
+        values = v_cache[table].flatten(1, 2).transpose(1, 2)
+        mask = _group_mask(batch, gid, seqs, qlen, nb)                   # [G, L or 1, S]
+        if mask.shape[1] > 1 and rep > 1:
+            mask = batch.memo(("attn_mask_rep", gid, tuple(seqs), qlen, rep),
+                              lambda: mask[:, None].expand(G, rep, qlen, mask.shape[-1]).reshape(G, rep * qlen, -1))
+        qg = batch.gather(q, seqs, qlen).reshape(G, qlen, num_kv_heads, rep, D).permute(0, 2, 3, 1, 4).reshape(G, num_kv_heads, rep * qlen, D)
+        o = F.scaled_dot_product_attention(qg, keys.to(q.dtype), values.to(q.dtype), attn_mask=mask[:, None],
+                                           scale=scale)                  # [G, Hkv, rep * L, D]
+        batch.scatter_(out, o.view(G, num_kv_heads, rep, qlen, D).permute(0, 3, 1, 2, 4).reshape(G * qlen, H, D),
+                       seqs, qlen)
     return out
 
 

@@ -13,14 +13,26 @@ A Gated-DeltaNet layer of state group gid reads the state in block `state_in_slo
 `state_save_positions[b][j]` into block `state_save_slots[gid][b][j]`.
 
 Sequences with equal query length form a group (`groups()`), computed as one batch.
+
+Index tensors derived from this metadata (token indices, padded block tables, masks, state
+slots) are built once per pass and shared by every layer (`memo`); host lists reach a CUDA
+device through pinned memory without a stream sync (`device_tensor`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
+
+
+def device_tensor(values: list, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """`values` as a tensor on `device`; on CUDA the copy is asynchronous (pinned staging)."""
+    t = torch.tensor(values, dtype=dtype)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
 
 
 class LayerCache(NamedTuple):
@@ -43,6 +55,7 @@ class ForwardBatch:
     state_fresh: list[bool] = field(default_factory=list)
     state_save_positions: list[list[int]] = field(default_factory=list)
     state_save_slots: dict[int, list[list[int]]] = field(default_factory=dict)
+    positions_list: list[int] | None = None              # `positions` on the host (read from it if None)
 
     def __post_init__(self) -> None:
         if len(self.query_start_loc) != len(self.seq_lens) + 1:
@@ -56,6 +69,15 @@ class ForwardBatch:
         self._device = self.positions.device
         self._groups: list[tuple[list[int], int]] | None = None
         self._slot_mappings: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._memo: dict[Any, Any] = {}
+        if self.positions_list is None:
+            self.positions_list = self.positions.tolist()
+
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """`build()` once per pass for `key`; later layers reuse the result."""
+        if key not in self._memo:
+            self._memo[key] = build()
+        return self._memo[key]
 
     @property
     def num_seqs(self) -> int:
@@ -76,32 +98,51 @@ class ForwardBatch:
 
     def token_index(self, seqs: list[int], query_len: int) -> torch.Tensor:
         """[G, L] flat token indices of the given sequences."""
-        starts = torch.tensor([self.query_start_loc[b] for b in seqs], dtype=torch.long)
-        return (starts[:, None] + torch.arange(query_len)[None, :]).to(self._device)
+        def build() -> torch.Tensor:
+            rows = [[self.query_start_loc[b] + j for j in range(query_len)] for b in seqs]
+            return device_tensor(rows, self._device)
+        return self.memo(("token_index", tuple(seqs), query_len), build)
+
+    def covers_all(self, seqs: list[int], query_len: int) -> bool:
+        """The group is every token of the pass, in order (then gathers are views)."""
+        return len(seqs) == self.num_seqs and len(seqs) * query_len == self.query_start_loc[-1]
+
+    def gather(self, x: torch.Tensor, seqs: list[int], query_len: int) -> torch.Tensor:
+        """x [T, ...] -> the group's rows [G, L, ...] (a view when `covers_all`)."""
+        if self.covers_all(seqs, query_len):
+            return x.unflatten(0, (len(seqs), query_len))
+        return x[self.token_index(seqs, query_len)]
+
+    def scatter_(self, out: torch.Tensor, values: torch.Tensor, seqs: list[int], query_len: int) -> None:
+        """out[T, ...] <- the group's rows `values` [G * L, ...]."""
+        if self.covers_all(seqs, query_len):
+            out.copy_(values.reshape(out.shape))
+        else:
+            out[self.token_index(seqs, query_len).flatten()] = values
 
     def padded_block_table(self, group_id: int, seqs: list[int], num_blocks: int) -> torch.Tensor:
         """[G, num_blocks] block ids; short tables are padded with their own first block, which
         the attention mask never lets a query read."""
         tables = self.block_tables[group_id]
         rows = [(tables[b] + [tables[b][0]] * num_blocks)[:num_blocks] for b in seqs]
-        return torch.tensor(rows, dtype=torch.long, device=self._device)
+        return device_tensor(rows, self._device)
 
     def slot_mapping(self, group_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         """([T] block id, [T] row in block) of every token, in that group's block tables."""
         if group_id not in self._slot_mappings:
             self._slot_mappings[group_id] = slots_for(self.block_tables[group_id], self.query_start_loc,
-                                                      self.positions, self.block_size_tokens)
+                                                      self.positions_list, self.block_size_tokens, self._device)
         return self._slot_mappings[group_id]
 
 
-def slots_for(tables: list[list[int]], query_start_loc: list[int], positions: torch.Tensor,
-              block_size_tokens: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(block ids, rows) of tokens at `positions`, sequence b owning query_start_loc[b]:[b+1]."""
-    pos = positions.tolist()
+def slots_for(tables: list[list[int]], query_start_loc: list[int], positions: list[int],
+              block_size_tokens: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(block ids, rows) on `device` of tokens at host `positions`, sequence b owning
+    query_start_loc[b]:[b+1]."""
     blocks, rows = [], []
     for b in range(len(query_start_loc) - 1):
         for t in range(query_start_loc[b], query_start_loc[b + 1]):
-            blocks.append(tables[b][pos[t] // block_size_tokens])
-            rows.append(pos[t] % block_size_tokens)
-    device = positions.device
-    return (torch.tensor(blocks, dtype=torch.long, device=device), torch.tensor(rows, dtype=torch.long, device=device))
+            blocks.append(tables[b][positions[t] // block_size_tokens])
+            rows.append(positions[t] % block_size_tokens)
+    both = device_tensor([blocks, rows], device)
+    return both[0], both[1]

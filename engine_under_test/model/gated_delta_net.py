@@ -13,8 +13,10 @@ snapshot slot per position:
     position:   0      1      2   ...  L-1
     state out: S_0    S_1    S_2  ...  S_{L-1}    (S_i = state after consuming token i)
 
-The torch reference kernels run anywhere; `use_fla=True` (CUDA only) imports fla-core's
-`chunk_gated_delta_rule` / `fused_recurrent_gated_delta_rule` lazily.
+The torch reference kernels run anywhere; backend "fla" (CUDA) imports fla-core's
+`chunk_gated_delta_rule` / `fused_recurrent_gated_delta_rule` lazily, and the layer runs
+snapshot passes through one kernel of its own (`gdn_snapshots.py`); "fla_per_position" runs
+snapshots as one fla recurrent call per position (the slower first version, kept to compare).
 """
 
 from __future__ import annotations
@@ -41,12 +43,12 @@ def causal_conv1d(x: torch.Tensor, conv_state: torch.Tensor, weight: torch.Tenso
     seq_len = x.shape[1]
     full = torch.cat([conv_state.to(weight.dtype), x.transpose(1, 2).to(weight.dtype)], dim=-1)
     out = F.conv1d(full, weight[:, None, :], groups=num_channels)  # [G, C, L]
-    out = F.silu(out).transpose(1, 2).to(x.dtype)
+    out = F.silu(out, inplace=True).transpose(1, 2).to(x.dtype)
     if save_all_states:
         # window i+1 .. i+K-1 of `full` is the state after token i
         states = full.unfold(-1, kernel - 1, 1)[:, :, 1:seq_len + 1, :].permute(0, 2, 1, 3)
     else:
-        states = full[:, :, full.shape[-1] - (kernel - 1):]
+        states = full[:, :, full.shape[-1] - (kernel - 1):].clone()      # not a view: `full` is freed here
     return out, states
 
 
@@ -121,36 +123,47 @@ def chunk_gated_delta_rule(q, k, v, g, beta, ssm_state, chunk_size: int = 64):
 
 # ---- fla-core (CUDA) --------------------------------------------------------------------------
 
+BACKENDS = ("torch", "fla", "fla_per_position")
+CHUNK_MIN_TOKENS = 64      # fla's chunk: shorter inputs (decode) take the recurrent kernel
+
 
 def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
-    """fla-core kernels: chunk for prefill, fused recurrent one position at a time for snapshots."""
+    """fla-core kernels (fla maps value head h to key head h // (Hv / Hk), as repeat_interleave).
+    NOTE: g and beta go by keyword: fused_recurrent's fourth and fifth parameters are g and gk.
+
+    The chunked kernel runs half-precision prefills of >= CHUNK_MIN_TOKENS; the fused recurrent
+    kernel runs the rest: decode, float32 (the chunked kernel's dots run in TF32, the recurrent
+    one is IEEE float32 throughout) and snapshots, one call per position.
+    """
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
 
-    num_v_heads = v.shape[2]
-    if q.shape[2] != num_v_heads:
-        rep = num_v_heads // q.shape[2]
-        q, k = q.repeat_interleave(rep, dim=2), k.repeat_interleave(rep, dim=2)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    g, beta = g.float().contiguous(), beta.contiguous()
     state = ssm_state.float().contiguous()
-    g = g.float()
+    seq_len = q.shape[1]
     if not save_all_states:
-        o, final = fla_chunk(q, k, v, g, beta.to(q.dtype), initial_state=state, output_final_state=True,
+        if q.dtype in (torch.bfloat16, torch.float16) and seq_len >= CHUNK_MIN_TOKENS:
+            return fla_chunk(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
                              use_qk_l2norm_in_kernel=True)
-        return o, final
+        return fla_recurrent(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
+                             use_qk_l2norm_in_kernel=True)
     outs, states = [], []
-    for t in range(q.shape[1]):
+    for t in range(seq_len):
         sl = slice(t, t + 1)
-        o, state = fla_recurrent(q[:, sl].contiguous(), k[:, sl].contiguous(), v[:, sl].contiguous(),
-                                 g[:, sl].contiguous(), beta[:, sl].to(q.dtype).contiguous(),
+        o, state = fla_recurrent(q[:, sl], k[:, sl], v[:, sl], g=g[:, sl], beta=beta[:, sl],
                                  initial_state=state, output_final_state=True, use_qk_l2norm_in_kernel=True)
         outs.append(o)
         states.append(state)
     return torch.cat(outs, dim=1), torch.stack(states, dim=1)
 
 
-def gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, use_fla: bool):
-    if use_fla:
+def gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, backend: str):
+    """Dispatch on `backend` (BACKENDS): "torch" (reference, any device) or fla-core (CUDA)."""
+    if backend in ("fla", "fla_per_position"):
         return fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states)
+    if backend != "torch":
+        raise ValueError(f"gated delta rule backend: unknown {backend!r} (known: {', '.join(BACKENDS)})")
     if save_all_states:
         return recurrent_gated_delta_rule(q, k, v, g, beta, ssm_state, True)
     return chunk_gated_delta_rule(q, k, v, g, beta, ssm_state)

@@ -9,15 +9,20 @@
 State lives in pool blocks: conv [num_blocks, conv_dim, >= K-1] (the first K-1 rows hold the
 last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layout; used here
 through a transposed view as [Hv, Dk, Dv]); one block is one state slot (see ForwardBatch).
+On CUDA (backend "fla") a pass that snapshots several positions runs one kernel that reads
+and writes the SSM slots in place (gdn_snapshots.py); other passes gather the state, run the
+kernel and write the saved positions back.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
 from engine_under_test.model.gated_delta_net import causal_conv1d, gated_delta_rule
 from engine_under_test.model.model_config import TargetModelConfig
 from engine_under_test.model.norm import GatedRMSNorm
@@ -43,60 +48,93 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_b = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
         self.in_proj_a = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
 
-    def _initial_state(self, batch: ForwardBatch, seqs: list[int], conv_cache: torch.Tensor,
-                       ssm_cache: torch.Tensor, gid: int) -> tuple[torch.Tensor, torch.Tensor]:
-        slots = torch.tensor([batch.state_in_slots[gid][b] for b in seqs], device=conv_cache.device)
-        fresh = torch.tensor([batch.state_fresh[b] for b in seqs], device=conv_cache.device)
-        conv = conv_cache[slots][:, :, : self.kernel - 1].clone()
-        ssm = ssm_cache[slots].clone()
-        conv[fresh] = 0
-        ssm[fresh] = 0
-        return conv, ssm
-
-    def _save_states(self, batch: ForwardBatch, seqs: list[int], all_states: bool,
-                     conv_states: torch.Tensor, ssm_states: torch.Tensor,
-                     conv_cache: torch.Tensor, ssm_cache: torch.Tensor, gid: int) -> None:
-        src_rows, slots = [], []
-        for gi, b in enumerate(seqs):
-            for pos, slot in zip(batch.state_save_positions[b], batch.state_save_slots[gid][b]):
-                src_rows.append((gi, pos))
-                slots.append(slot)
-        if not slots:
-            return
-        gi = torch.tensor([r[0] for r in src_rows], device=conv_cache.device)
-        dst = torch.tensor(slots, device=conv_cache.device)
-        if all_states:
-            pi = torch.tensor([r[1] for r in src_rows], device=conv_cache.device)
-            conv, ssm = conv_states[gi, pi], ssm_states[gi, pi]
-        else:
-            conv, ssm = conv_states[gi], ssm_states[gi]
-        conv_cache[:, :, : self.kernel - 1].index_copy_(0, dst, conv.to(conv_cache.dtype))
-        ssm_cache.index_copy_(0, dst, ssm.to(ssm_cache.dtype))
-
-    def forward(self, x: torch.Tensor, batch: ForwardBatch, state_cache: LayerCache, use_fla: bool) -> torch.Tensor:
-        conv_cache, gid = state_cache.first, state_cache.group_id
-        ssm_cache = state_cache.second.transpose(-1, -2)      # [N, Hv, Dv, Dk] -> [N, Hv, Dk, Dv]
+    def forward(self, x: torch.Tensor, batch: ForwardBatch, state_cache: LayerCache, backend: str) -> torch.Tensor:
+        conv_cache, ssm_pool, gid = state_cache
+        ssm_cache = ssm_pool.transpose(-1, -2)                # [N, Hv, Dv, Dk] -> [N, Hv, Dk, Dv]
+        conv_rows = conv_cache[:, :, : self.kernel - 1]       # the conv state proper
         mixed = self.in_proj_qkv(x)
-        z = self.in_proj_z(x)
         beta = self.in_proj_b(x).sigmoid()
         g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
         core = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         weight = self.conv1d.weight[:, 0, :]
-        for seqs, qlen in batch.groups():
-            idx = batch.token_index(seqs, qlen)
-            # NOTE: a pass saving more than the last position's state snapshots every position
-            all_states = any(len(batch.state_save_positions[b]) > 1 or
-                             (batch.state_save_positions[b] and batch.state_save_positions[b][0] != qlen - 1)
-                             for b in seqs)
-            conv0, ssm0 = self._initial_state(batch, seqs, conv_cache, ssm_cache, gid)
-            qkv, conv_states = causal_conv1d(mixed[idx], conv0, weight, all_states)
+        groups = batch.groups()
+        for seqs, qlen in groups:
+            slots = state_slots(batch, gid, seqs, qlen)
+            conv0 = conv_rows[slots.src]
+            if slots.any_fresh:
+                conv0 = torch.where(slots.fresh[:, None, None], 0, conv0)
+            conv_in = batch.gather(mixed, seqs, qlen)
+            if len(groups) == 1:
+                mixed = None          # NOTE: peak memory: the projection dies with the conv's input copy
+            qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states)
+            del conv_in
             q, k, v = torch.split(qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
             G = len(seqs)
-            q = q.reshape(G, qlen, self.num_k_heads, self.head_k_dim)
-            k = k.reshape(G, qlen, self.num_k_heads, self.head_k_dim)
-            v = v.reshape(G, qlen, self.num_v_heads, self.head_v_dim)
-            o, ssm_states = gated_delta_rule(q, k, v, g[idx], beta[idx], ssm0, all_states, use_fla)
-            core[idx.flatten()] = o.reshape(G * qlen, self.num_v_heads, self.head_v_dim).to(x.dtype)
-            self._save_states(batch, seqs, all_states, conv_states, ssm_states, conv_cache, ssm_cache, gid)
+            q = q.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
+            k = k.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
+            v = v.reshape(G, qlen, self.num_v_heads, self.head_v_dim).contiguous()
+            del qkv
+            g_grp, beta_grp = batch.gather(g, seqs, qlen), batch.gather(beta, seqs, qlen)
+            if slots.all_states and backend == "fla":
+                # NOTE: one kernel writes every snapshot into its pool slot (gdn_snapshots.py)
+                from engine_under_test.model.gdn_snapshots import gdn_snapshots
+
+                o = gdn_snapshots(q, k, v, g_grp, beta_grp, ssm_pool, slots.src, slots.fresh,
+                                  slots.dst_grid, slots.save_grid)
+            else:
+                ssm0 = ssm_cache[slots.src]
+                if slots.any_fresh:
+                    ssm0 = torch.where(slots.fresh[:, None, None, None], 0, ssm0)
+                o, ssm_states = gated_delta_rule(q, k, v, g_grp, beta_grp, ssm0, slots.all_states, backend)
+                _save(ssm_cache, ssm_states, slots)
+            _save(conv_rows, conv_states, slots)
+            batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim).to(x.dtype), seqs, qlen)
+        z = self.in_proj_z(x)                                 # projected late: not alive at the kernels' peak
         out = self.norm(core, z.view(-1, self.num_v_heads, self.head_v_dim))
         return self.out_proj(out.reshape(x.shape[0], -1))
+
+
+class StateSlots(NamedTuple):
+    """One group's state slots in one state group, as device tensors (built once per pass)."""
+
+    src: torch.Tensor                 # [G] block read as the initial state
+    fresh: torch.Tensor               # [G] bool: start from zeros instead
+    any_fresh: bool
+    all_states: bool                  # some position other than the last is saved
+    save_seq: torch.Tensor            # [S] (sequence in group, position, destination block)
+    save_pos: torch.Tensor            # [S]   of every saved state
+    save_dst: torch.Tensor            # [S]
+    dst_grid: torch.Tensor | None     # [G, L] destination per position (all_states only)
+    save_grid: torch.Tensor | None    # [G, L] bool: the position is saved
+
+
+def state_slots(batch: ForwardBatch, gid: int, seqs: list[int], qlen: int) -> StateSlots:
+    def build() -> StateSlots:
+        device = batch.positions.device
+        rows = [(gi, pos, slot) for gi, b in enumerate(seqs)
+                for pos, slot in zip(batch.state_save_positions[b], batch.state_save_slots[gid][b])]
+        # NOTE: a pass saving more than the last position's state snapshots every position
+        all_states = any(pos != qlen - 1 for _, pos, _ in rows) or len(rows) > len({r[0] for r in rows})
+        fresh = [batch.state_fresh[b] for b in seqs]
+        save = device_tensor([[r[i] for r in rows] for i in range(3)], device) if rows else \
+            torch.empty(3, 0, dtype=torch.long, device=device)
+        dst_grid = save_grid = None
+        if all_states:
+            dst = [[0] * qlen for _ in seqs]
+            flag = [[0] * qlen for _ in seqs]
+            for gi, pos, slot in rows:
+                dst[gi][pos], flag[gi][pos] = slot, 1
+            dst_grid, save_grid = device_tensor(dst, device), device_tensor(flag, device, torch.int32)
+        return StateSlots(src=device_tensor([batch.state_in_slots[gid][b] for b in seqs], device),
+                          fresh=device_tensor(fresh, device, torch.bool), any_fresh=any(fresh),
+                          all_states=all_states, save_seq=save[0], save_pos=save[1], save_dst=save[2],
+                          dst_grid=dst_grid, save_grid=save_grid)
+    return batch.memo(("state_slots", gid, tuple(seqs), qlen), build)
+
+
+def _save(cache: torch.Tensor, states: torch.Tensor, slots: StateSlots) -> None:
+    """Write the saved positions' states ([G, L, ...] if all_states else [G, ...]) into `cache`."""
+    if slots.save_dst.numel() == 0:
+        return
+    picked = states[slots.save_seq, slots.save_pos] if slots.all_states else states[slots.save_seq]
+    cache.index_copy_(0, slots.save_dst, picked.to(cache.dtype))

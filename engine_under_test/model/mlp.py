@@ -15,4 +15,5 @@ class SwiGLUMLP(nn.Module):
         self.down_proj = nn.Linear(intermediate_size, hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        h = F.silu(self.gate_proj(x), inplace=True)
+        return self.down_proj(h.mul_(self.up_proj(x)))            # in place: one intermediate fewer

@@ -12,11 +12,15 @@ import torch
 class RotaryEmbedding:
     def __init__(self, rotary_dim: int, theta: float):
         self.rotary_dim = rotary_dim
-        self.inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float) / rotary_dim))
+        self.inv_freq = 1.0 / (theta ** (torch.arange(0, rotary_dim, 2, dtype=torch.float, device="cpu") / rotary_dim))
+        self._inv_freq_on: dict[torch.device, torch.Tensor] = {}     # one copy per device, made once
 
     def cos_sin(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """[T] positions -> cos, sin each [T, rotary_dim]."""
-        freqs = positions.float()[:, None] * self.inv_freq.to(positions.device)[None, :]
+        inv_freq = self._inv_freq_on.get(positions.device)
+        if inv_freq is None:
+            inv_freq = self._inv_freq_on.setdefault(positions.device, self.inv_freq.to(positions.device))
+        freqs = positions.float()[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos().to(dtype), emb.sin().to(dtype)
 

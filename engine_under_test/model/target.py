@@ -56,11 +56,13 @@ class Qwen35Target(nn.Module):
         super().__init__()
         self.config = cfg
         self.model = TextModel(cfg)
-        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        # NOTE: a tied head is built on the meta device: no vocab x hidden weight is allocated only to be dropped
+        self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False,
+                                 device="meta" if cfg.tie_word_embeddings else None)
         if cfg.tie_word_embeddings:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.rope = RotaryEmbedding(cfg.rotary_dim, cfg.rope_theta)
-        self.use_fla = False
+        self.gdn_backend = "torch"          # gated_delta_net.BACKENDS; load_target picks fla on CUDA
 
     @property
     def attention_layer_ids(self) -> list[int]:
@@ -81,7 +83,7 @@ class Qwen35Target(nn.Module):
             name = target_layer_name(i)
             x = layer.input_layernorm(h)
             if layer.layer_type == "linear_attention":
-                x = layer.linear_attn(x, batch, state_caches[name], self.use_fla)
+                x = layer.linear_attn(x, batch, state_caches[name], self.gdn_backend)
             else:
                 x = layer.self_attn(x, batch, self.rope, cos_sin, kv_caches[name])
             h = h + x

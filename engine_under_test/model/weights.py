@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -32,32 +33,67 @@ _SKIP_PREFIXES = ("mtp.", "model.visual.", "visual.")
 _DRAFT_SHARED = ("embed_tokens.weight", "lm_head.weight")
 
 
+MAX_DRAW_ELEMENTS = 1 << 24      # larger parameters are drawn in row chunks (bounded scratch on a device)
+
+
 def _draw(shape, gen: torch.Generator, device) -> torch.Tensor:
     return torch.randn(shape, generator=gen, device=device, dtype=torch.float32)
 
 
+def _kind(name: str, owner: nn.Module | None) -> str:
+    if name.endswith("A_log"):
+        return "A_log"
+    if name.endswith("dt_bias"):
+        return "dt_bias"
+    if isinstance(owner, ZeroCenteredRMSNorm):
+        return "zero_centered_norm"
+    if isinstance(owner, (RMSNorm, GatedRMSNorm)):
+        return "norm"
+    if isinstance(owner, nn.Embedding):
+        return "embedding"
+    return "linear"       # linear weights [out, in] and the depthwise conv [C, 1, K]: 1 / sqrt(fan-in)
+
+
+def _values(kind: str, shape, gen: torch.Generator, device, fan_in: int) -> torch.Tensor:
+    if kind == "A_log":
+        return torch.log(1.0 + 15.0 * torch.rand(shape, generator=gen, device=device))
+    if kind == "dt_bias" or kind == "norm":
+        return 1.0 + 0.1 * _draw(shape, gen, device)
+    if kind == "zero_centered_norm":
+        return 0.1 * _draw(shape, gen, device)
+    if kind == "embedding":
+        return _draw(shape, gen, device)
+    return _draw(shape, gen, device) / math.sqrt(fan_in)
+
+
 @torch.no_grad()
 def init_random_(module: nn.Module, seed: int) -> None:
-    """Seeded random weights for every parameter of `module` (in place)."""
+    """Seeded random weights for every parameter of `module` (in place); parameters over
+    MAX_DRAW_ELEMENTS are drawn in row chunks from their generator."""
     owners = {id(m.weight): m for m in module.modules() if hasattr(m, "weight") and isinstance(getattr(m, "weight"), nn.Parameter)}
     for index, (name, p) in enumerate(module.named_parameters()):
         gen = torch.Generator(device=p.device).manual_seed(seed * 1_000_003 + index)
-        owner = owners.get(id(p))
-        if name.endswith("A_log"):
-            value = torch.log(1.0 + 15.0 * torch.rand(p.shape, generator=gen, device=p.device))
-        elif name.endswith("dt_bias"):
-            value = 1.0 + 0.1 * _draw(p.shape, gen, p.device)
-        elif isinstance(owner, ZeroCenteredRMSNorm):
-            value = 0.1 * _draw(p.shape, gen, p.device)
-        elif isinstance(owner, (RMSNorm, GatedRMSNorm)):
-            value = 1.0 + 0.1 * _draw(p.shape, gen, p.device)
-        elif isinstance(owner, nn.Embedding):
-            value = _draw(p.shape, gen, p.device)
-        elif isinstance(owner, nn.Conv1d):
-            value = _draw(p.shape, gen, p.device) / math.sqrt(p.shape[-1])
-        else:  # linear weights [out, in]
-            value = _draw(p.shape, gen, p.device) / math.sqrt(p.shape[-1])
-        p.copy_(value.to(p.dtype))
+        kind = _kind(name, owners.get(id(p)))
+        fan_in = p.shape[-1] if p.dim() else 1
+        if p.dim() == 0 or p.numel() <= MAX_DRAW_ELEMENTS:
+            p.copy_(_values(kind, p.shape, gen, p.device, fan_in).to(p.dtype))
+            continue
+        rows = max(1, MAX_DRAW_ELEMENTS // (p.numel() // p.shape[0]))
+        for start in range(0, p.shape[0], rows):
+            part = p[start:start + rows]
+            part.copy_(_values(kind, part.shape, gen, p.device, fan_in).to(p.dtype))
+
+
+@contextmanager
+def _built_in(device: str | torch.device, dtype: torch.dtype):
+    """Construct modules directly on `device` in `dtype` (no float32 copy of the weights first)."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def _read_safetensors(model_dir: Path) -> dict[str, torch.Tensor]:
@@ -103,7 +139,7 @@ def load_target(model_dir: str | Path, device: str | torch.device = "cpu", dtype
     """The target from `model_dir` (config.json + safetensors, or seeded random with load_format='dummy')."""
     model_dir = Path(model_dir)
     cfg = TargetModelConfig.from_dir(model_dir)
-    with torch.device(device):
+    with _built_in(device, dtype):
         model = Qwen35Target(cfg).to(dtype)
     if load_format == "dummy":
         init_random_(model, seed)
@@ -115,7 +151,7 @@ def load_target(model_dir: str | Path, device: str | torch.device = "cpu", dtype
     else:
         raise ValueError(f"load_format: unknown {load_format!r} (known: safetensors, dummy)")
     if device != "cpu" and torch.device(device).type == "cuda":
-        model.use_fla = True
+        model.gdn_backend = "fla"
     return model.requires_grad_(False).eval()
 
 
@@ -128,7 +164,7 @@ def load_drafter(model_dir: str | Path, target: Qwen35Target, device: str | torc
     if bad:
         raise ValueError(f"{model_dir}/config.json: $.dflash_config.target_layer_ids {bad} exceed the target's "
                          f"{target.config.num_hidden_layers} layers")
-    with torch.device(device):
+    with _built_in(device, dtype):
         drafter = DFlashDrafter(cfg, target.model.embed_tokens, target.lm_head).to(dtype)
     if load_format == "dummy":
         init_random_(drafter, seed)
@@ -157,16 +193,18 @@ def write_random_checkpoint(config_dir: str | Path, out_dir: str | Path, seed: i
     raw["torch_dtype"] = str(dtype).removeprefix("torch.")
     (out_dir / "config.json").write_text(json.dumps(raw, indent=1))
     if arch == "Qwen3_5ForCausalLM":
-        model = Qwen35Target(TargetModelConfig.from_dir(config_dir)).to(dtype)
+        with _built_in("cpu", dtype):
+            model = Qwen35Target(TargetModelConfig.from_dir(config_dir)).to(dtype)
         init_random_(model, seed)
         state = {n: p.detach().contiguous() for n, p in model.named_parameters()}
         if model.config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
     elif arch == "DFlashDraftModel":
         cfg = DraftModelConfig.from_dir(config_dir)
-        dummy_embed = nn.Embedding(cfg.vocab_size, cfg.target_hidden_size)
-        dummy_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        model = DFlashDrafter(cfg, dummy_embed, dummy_head).to(dtype)
+        dummy_embed = nn.Embedding(cfg.vocab_size, cfg.target_hidden_size, device="meta")   # shared, not saved
+        dummy_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False, device="meta")
+        with _built_in("cpu", dtype):
+            model = DFlashDrafter(cfg, dummy_embed, dummy_head).to(dtype)
         init_random_(model, seed)
         state = {n: p.detach().contiguous() for n, p in model.named_parameters()}
     else:

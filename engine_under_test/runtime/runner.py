@@ -31,7 +31,7 @@ import torch
 
 from engine_under_test.acceptance import AcceptanceModel
 from engine_under_test.model.drafter import DFlashDrafter
-from engine_under_test.model.forward_batch import ForwardBatch, slots_for
+from engine_under_test.model.forward_batch import ForwardBatch, device_tensor, slots_for
 from engine_under_test.model.target import Qwen35Target
 from engine_under_test.pool import UnifiedPool
 from engine_under_test.runtime.caches import layer_caches
@@ -72,7 +72,7 @@ class ModelRunner:
             qsl.append(qsl[-1] + sr.num_scheduled_tokens)
         state_groups = next(iter(reqs)).state_block_ids.keys() if reqs else ()
         return ForwardBatch(
-            positions=torch.tensor(pos, dtype=torch.long, device=self.device), query_start_loc=qsl,
+            positions=device_tensor(pos, self.device), positions_list=pos, query_start_loc=qsl,
             seq_lens=[sr.num_computed_tokens + sr.num_scheduled_tokens for sr in reqs],
             block_tables={g: [list(sr.block_ids[g]) for sr in reqs] for g in reqs[0].block_ids},
             block_size_tokens=self.block_size_tokens, causal=True,
@@ -88,9 +88,14 @@ class ModelRunner:
         moves = [(sr, accepted[sr.req_id]) for sr in reqs if accepted.get(sr.req_id, 0) > 0]
         if not moves:
             return
+        pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         for cache in self.state.values():
-            src = torch.tensor([sr.state_block_ids[cache.group_id][m] for sr, m in moves], device=self.device)
-            dst = torch.tensor([sr.state_block_ids[cache.group_id][0] for sr, _ in moves], device=self.device)
+            gid = cache.group_id
+            if gid not in pairs:
+                both = device_tensor([[sr.state_block_ids[gid][m] for sr, m in moves],
+                                      [sr.state_block_ids[gid][0] for sr, _ in moves]], self.device)
+                pairs[gid] = (both[0], both[1])
+            src, dst = pairs[gid]
             for view in (cache.first, cache.second):
                 view.index_copy_(0, dst, view.index_select(0, src))
 
@@ -106,9 +111,9 @@ class ModelRunner:
             ctx_qsl.append(ctx_qsl[-1] + n_ctx)
             for g in tables:
                 tables[g].append(list(sr.block_ids[g]))
-        positions = torch.tensor(ctx_pos, dtype=torch.long, device=self.device)
-        slots = {g: slots_for(t, ctx_qsl, positions, bs) for g, t in tables.items()}
-        drafter.write_context(aux[torch.tensor(rows, device=self.device)], positions, slots, self.kv)
+        positions = device_tensor(ctx_pos, self.device)
+        slots = {g: slots_for(t, ctx_qsl, ctx_pos, bs, self.device) for g, t in tables.items()}
+        drafter.write_context(aux[device_tensor(rows, self.device)], positions, slots, self.kv)
         # query blocks: requests that sampled and whose block table holds p + k + 1 tokens
         q_reqs, q_ids, q_pos, q_qsl = [], [], [], [0]
         for sr in reqs:
@@ -125,12 +130,12 @@ class ModelRunner:
         if not q_reqs:
             return {}
         q_batch = ForwardBatch(
-            positions=torch.tensor(q_pos, dtype=torch.long, device=self.device), query_start_loc=q_qsl,
+            positions=device_tensor(q_pos, self.device), positions_list=q_pos, query_start_loc=q_qsl,
             seq_lens=[q_pos[q_qsl[i]] + k + 1 for i in range(len(q_reqs))],
             block_tables={g: [list(sr.block_ids[g]) for sr in q_reqs] for g in tables},
             block_size_tokens=bs, causal=False)
-        hidden = drafter(torch.tensor(q_ids, dtype=torch.long, device=self.device), q_batch, self.kv)
-        mask_rows = torch.tensor([q_qsl[i] + 1 + j for i in range(len(q_reqs)) for j in range(k)], device=self.device)
+        hidden = drafter(device_tensor(q_ids, self.device), q_batch, self.kv)
+        mask_rows = device_tensor([q_qsl[i] + 1 + j for i in range(len(q_reqs)) for j in range(k)], self.device)
         draft_ids = drafter.compute_logits(hidden[mask_rows]).argmax(dim=-1).view(len(q_reqs), k).tolist()
         return {sr.req_id: ids for sr, ids in zip(q_reqs, draft_ids)}
 
@@ -144,8 +149,7 @@ class ModelRunner:
             return result
         # Phase 1: the target over every scheduled input.
         batch = self._target_batch(reqs)
-        ids = torch.tensor([t if t >= 0 else PAD_TOKEN_ID for sr in reqs for t in sr.token_ids],
-                           dtype=torch.long, device=self.device)
+        ids = device_tensor([t if t >= 0 else PAD_TOKEN_ID for sr in reqs for t in sr.token_ids], self.device)
         hidden, aux = self.target(ids, batch, self.kv, self.state, self.aux_layer_ids)
         # Phase 2: logits of the verified rows, one transfer for all argmaxes.
         sample_rows, owners = [], []
@@ -157,7 +161,7 @@ class ModelRunner:
             owners.append((sr, len(sample_rows) - len(sr.spec_token_ids) - 1))
         accepted: dict[str, int] = {}
         if sample_rows:
-            logits = self.target.compute_logits(hidden[torch.tensor(sample_rows, device=self.device)])
+            logits = self.target.compute_logits(hidden[device_tensor(sample_rows, self.device)])
             argmax = logits.argmax(dim=-1).tolist()
             # Phase 3: verification, request by request.
             for sr, start in owners:
@@ -169,6 +173,7 @@ class ModelRunner:
                 accepted[sr.req_id] = len(toks) - 1
                 result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
                 result.num_accepted_tokens += len(toks) - 1
+            del logits                     # before the drafter's own logits
         for sr in reqs:
             result.sampled.setdefault(sr.req_id, [])
         # Phase 4: keep exactly the accepted prefix of the recurrent state.

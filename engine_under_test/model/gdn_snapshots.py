@@ -1,0 +1,92 @@
+"""One Triton kernel for a verification pass of the gated delta rule: every position's state
+goes straight into its pool slot.
+
+A speculative step feeds 1 + s tokens per sequence and must keep the state after each of the
+last 1 + s positions (one snapshot slot each, see `runtime.runner`). Calling a recurrent kernel
+once per position costs 1 + s launches per layer and a stacked copy of every state. This
+kernel reads the input state from its pool slot, runs the L positions in registers and writes
+the state after position t into pool block `dst_slots[n, t]` where `save[n, t]` is set:
+
+    grid: one program per (sequence n, value head, BV value rows)
+    h <- 0 if fresh[n] else pool[src_slots[n], head, rows, :]       # [BV, Dk] tile, float32
+    for t in 0 .. L-1:
+        h <- h * exp(g_t); h <- h + k_t (beta_t (v_t - h k_t))        # q, k l2-normalised
+        o_t <- h q_t * scale;  if save[n, t]: pool[dst_slots[n, t], head, rows, :] <- h
+
+The pool's SSM view is V-first `[num_blocks, Hv, Dv, Dk]` (a strided view: one page per
+block). Each program touches only its own tile, so a destination equal to the source slot is
+safe. The arithmetic is fla-core's `fused_recurrent_gated_delta_rule_fwd_kernel` (MIT), in its
+V-first branch, with the per-position stores added. Imported lazily: needs Triton (CUDA).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gdn_snapshot_kernel(q, k, v, g, beta, o, state, src_slots, fresh, dst_slots, save,
+                         scale, stride_block, T,
+                         H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
+                         BK: tl.constexpr, BV: tl.constexpr):
+    NV = tl.cdiv(V, BV)
+    pid = tl.program_id(0).to(tl.int64)
+    i_v, i_nh = pid % NV, pid // NV
+    i_n, i_hv = i_nh // HV, i_nh % HV
+    i_h = i_hv // (HV // H)
+    o_k = tl.arange(0, BK)
+    o_v = i_v * BV + tl.arange(0, BV)
+    mask_k = o_k < K
+    mask_v = o_v < V
+    mask_h = mask_v[:, None] & mask_k[None, :]
+    tile = i_hv * (V * K) + o_v[:, None] * K + o_k[None, :]
+
+    src = tl.load(src_slots + i_n).to(tl.int64)
+    is_fresh = tl.load(fresh + i_n)
+    b_h = tl.load(state + src * stride_block + tile, mask=mask_h & (is_fresh == 0), other=0).to(tl.float32)
+    for t in range(0, T):
+        row = i_n * T + t
+        b_q = tl.load(q + (row * H + i_h) * K + o_k, mask=mask_k, other=0).to(tl.float32)
+        b_k = tl.load(k + (row * H + i_h) * K + o_k, mask=mask_k, other=0).to(tl.float32)
+        b_v = tl.load(v + (row * HV + i_hv) * V + o_v, mask=mask_v, other=0).to(tl.float32)
+        b_g = tl.load(g + row * HV + i_hv).to(tl.float32)
+        b_beta = tl.load(beta + row * HV + i_hv).to(tl.float32)
+        b_q = b_q / tl.sqrt(tl.sum(b_q * b_q) + 1e-6) * scale
+        b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
+        b_h *= tl.exp(b_g)
+        b_v = b_beta * (b_v - tl.sum(b_h * b_k[None, :], 1))
+        b_h += b_v[:, None] * b_k[None, :]
+        b_o = tl.sum(b_h * b_q[None, :], 1)
+        tl.store(o + (row * HV + i_hv) * V + o_v, b_o.to(o.dtype.element_ty), mask=mask_v)
+        dst = tl.load(dst_slots + row).to(tl.int64)
+        flag = tl.load(save + row)
+        tl.store(state + dst * stride_block + tile, b_h.to(state.dtype.element_ty), mask=mask_h & (flag != 0))
+
+
+def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                  ssm_pool: torch.Tensor, src_slots: torch.Tensor, fresh: torch.Tensor,
+                  dst_slots: torch.Tensor, save: torch.Tensor) -> torch.Tensor:
+    """q, k [N, L, Hk, Dk], v [N, L, Hv, Dv], g, beta [N, L, Hv]; ssm_pool the pool's V-first
+    view [num_blocks, Hv, Dv, Dk]; src_slots, fresh [N]; dst_slots, save [N, L]. Returns o
+    [N, L, Hv, Dv] (v's dtype) and writes the saved states into ssm_pool in place."""
+    N, L, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if tuple(ssm_pool.shape[1:]) != (HV, V, K) or tuple(ssm_pool.stride()[1:]) != (V * K, K, 1):
+        raise ValueError(f"gdn_snapshots: the SSM pool view must be [blocks, {HV}, {V}, {K}] with contiguous "
+                         f"heads, got shape {tuple(ssm_pool.shape)} strides {ssm_pool.stride()}")
+    if HV % H:
+        raise ValueError(f"gdn_snapshots: {HV} value heads are not a multiple of {H} key heads")
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    g, beta = g.float().contiguous(), beta.contiguous()
+    o = torch.empty_like(v)
+    BK = triton.next_power_of_2(K)
+    BV = min(8, triton.next_power_of_2(V))
+    grid = (triton.cdiv(V, BV) * N * HV,)
+    _gdn_snapshot_kernel[grid](
+        q, k, v, g, beta, o, ssm_pool,
+        src_slots.to(torch.int64).contiguous(), fresh.to(torch.int32).contiguous(),
+        dst_slots.to(torch.int64).contiguous(), save.to(torch.int32).contiguous(),
+        K ** -0.5, ssm_pool.stride(0), L, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, num_warps=1, num_stages=3)
+    return o
