@@ -23,7 +23,9 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="conformance", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="conformance",
+        description="Parity and conformance tests for LLM inference engines under DFlash speculative decoding.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
