@@ -6,6 +6,7 @@ failure as `message`, and (with `settings.stop_on_error`) the ladder stops there
 rungs already measured. Nothing here raises for what the server does. Rung fields:
 
     concurrency, status, message, output_tok_per_s (median over repeats), output_tok_per_s_repeats,
+    ttft_ms_median_repeats (each repeat's median TTFT: a first-seen-shape stall shows in one repeat only),
     request_per_s, num_requests, num_failed_requests, num_output_tokens,
     ttft_ms / tpot_ms / itl_ms / e2e_ms: {median, p10, p90, num_samples} over every measured request,
     mean_acceptance_length (from the engine's /metrics counters over the measured requests; None
@@ -109,6 +110,7 @@ async def _rung(base_url: str, model: str, workload: Workload, settings: Loadgen
     n = settings.num_requests(concurrency, workload.num_requests)
     measured: list[RequestRecord] = []
     tok_per_s: list[float] = []
+    ttft_medians_ms: list[float] = []
     wall_s = 0.0
     accept_lengths: list[float] = []
     message: str | None = None
@@ -133,6 +135,9 @@ async def _rung(base_url: str, model: str, workload: Workload, settings: Loadgen
             if message:
                 break
             tok_per_s.append(sum(r.num_output_tokens for r in records) / wall)
+            ttft = spread([r.ttft_s for r in records if r.ttft_s is not None], 1e3)
+            if ttft:
+                ttft_medians_ms.append(ttft["median"])
             a = _acceptance_length(before, after, names, k)
             if a is not None:
                 accept_lengths.append(a)
@@ -144,6 +149,7 @@ async def _rung(base_url: str, model: str, workload: Workload, settings: Loadgen
         "message": message,
         "output_tok_per_s": None if message else spread(tok_per_s)["median"],
         "output_tok_per_s_repeats": tok_per_s,
+        "ttft_ms_median_repeats": ttft_medians_ms,
         "request_per_s": None if message or wall_s <= 0 else len(ok) / wall_s,
         "num_requests": len(measured),
         "num_failed_requests": len(measured) - len(ok),

@@ -1,56 +1,155 @@
 """Plain Hugging Face transformers generation as a throughput peer: batch = concurrency.
 
-Contract: `hf_ladder(model_dir, workload, concurrencies, device)` returns a `run`-mode observation
-(engine "transformers") with one rung per concurrency: `output_tok_per_s` = batch x new tokens /
-wall time of one `generate` call (greedy, min_new_tokens = max_new_tokens: fixed output length),
-prompts from the same `Workload` as the load generator's. A failure becomes a rung with status
-error and the exception's last line.
+Contract: `hf_ladder(case_id, profile, model_dir, workload, concurrencies, device, max_total_s)`
+returns a `run`-mode observation (engine "transformers") with one rung per concurrency c, prompts
+from the same `Workload` as the load generator's (c of them, one static batch), greedy, fixed
+output length (min_new_tokens = max_new_tokens = workload.output_tokens). Per rung, untimed: one
+`generate` of 2 new tokens (warm-up: kernel compilation and autotuning at this batch); timed: three
+`generate` calls of 1 new token (`ttft_ms`: their median, prefill + first token) and one of the full length
+(`output_tok_per_s` = c x new tokens / its wall time; `tpot_ms` = (wall - ttft) / (new tokens - 1)).
+A failure becomes a rung with status error and the exception's first line; once the rungs took
+longer than `max_total_s` the next rung is an error saying so (the peer is slow on some shapes).
+The Gated-DeltaNet kernels transformers picked are named in `provenance.functions`.
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from conformance import observation
 from conformance.adapters.hardware import describe
 from conformance.loadgen import Workload
 
+NUM_TTFT_CALLS = 3   # median of this many timed 1-token calls (a prefill each: cheap next to the decode)
+GDN_KERNELS = ("causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule", "recurrent_gated_delta_rule")
+
+
+def _kernels(model: Any) -> list[str]:
+    """`name = module.function` of the GDN kernels the first Gated-DeltaNet layer calls (instance
+    attributes in older transformers, module functions in newer)."""
+    import sys
+
+    layer = next((m for m in model.modules() if type(m).__name__.endswith("GatedDeltaNet")), None)
+    if layer is None:
+        return []
+    module = sys.modules.get(type(layer).__module__)
+    out = []
+    for name in GDN_KERNELS:
+        fn = getattr(layer, name, None) or getattr(module, name, None) or getattr(module, f"torch_{name}", None)
+        if callable(fn):
+            fn = _implementation(fn)
+            out.append(f"{name} = {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}")
+    return out
+
+
+def _implementation(fn: Any) -> Any:
+    """The function a transformers kernel wrapper (`use_kernel_func_from_hub_with_fallback`) calls: the
+    kernel package's when importable, else the PyTorch reference; `fn` itself when it is no such wrapper."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    names = code.co_freevars if code else ()
+    if "implementation" in names and len(names) == len(cells):
+        inner = cells[names.index("implementation")].cell_contents
+        if callable(inner):
+            return inner
+    return fn
+
+
+def _packages() -> dict[str, str | None]:
+    """Versions of the kernel packages transformers' Qwen3_5 uses when importable (None: absent)."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for dist in ("fla-core", "flash-linear-attention", "causal-conv1d"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
+    return out
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _generate(model: Any, prompts: Any, num_new_tokens: int, pad_token_id: int, device: str) -> tuple[Any, float]:
+    import torch
+
+    with torch.no_grad():
+        _sync(device)
+        t = time.perf_counter()
+        out = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                             max_new_tokens=num_new_tokens, min_new_tokens=num_new_tokens, pad_token_id=pad_token_id)
+        _sync(device)
+        return out, time.perf_counter() - t
+
+
+def _rung(model: Any, prompts: Any, n: int, pad: int, device: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    c = prompts.shape[0]
+    _generate(model, prompts, 2, pad, device)
+    ttft_s = sorted(_generate(model, prompts, 1, pad, device)[1] for _ in range(NUM_TTFT_CALLS))[NUM_TTFT_CALLS // 2]
+    out, wall_s = _generate(model, prompts, n, pad, device)
+    new = (out.shape[1] - prompts.shape[1]) * c
+    tpot_ms = (wall_s - ttft_s) / (n - 1) * 1e3 if n > 1 else None
+    rung = {"concurrency": c, "status": "ok", "output_tok_per_s": new / wall_s, "num_requests": c,
+            "num_output_tokens": new, "message": None,
+            "ttft_ms": {"median": ttft_s * 1e3, "num_samples": NUM_TTFT_CALLS},
+            "tpot_ms": None if tpot_ms is None else {"median": tpot_ms, "num_samples": 1},
+            "mean_acceptance_length": None}
+    if new != c * n:
+        rung.update(status="error", message=f"generate returned {new} new tokens where {c * n} were asked")
+    return rung, {"concurrency": c, "wall_s": wall_s, "ttft_s": ttft_s}
+
 
 def hf_ladder(case_id: str, profile: str, model_dir: str, workload: Workload, concurrencies: tuple[int, ...],
-              device: str = "cuda") -> dict[str, Any]:
+              device: str = "cuda", max_total_s: float = 600.0,
+              on_rung: Callable[[dict[str, Any]], None] = lambda r: None) -> dict[str, Any]:
     import torch
     import transformers
     from transformers import AutoModelForCausalLM
 
     obs = observation.new(case_id, "transformers", transformers.__version__, "run", profile)
     obs["device"]["hardware"] = describe(device)
-    obs["provenance"]["functions"] = ["transformers.AutoModelForCausalLM.from_pretrained", "GenerationMixin.generate"]
-    obs["provenance"]["glue"] = [{"name": "suites.throughput.hf_peer", "description": "batch = concurrency; "
-                                  "tokens/s = batch x new tokens / wall time of one generate call"}]
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).to(device).eval()
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    t0 = time.perf_counter()
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    load_s = time.perf_counter() - t0
+    obs["provenance"]["functions"] = ["transformers.AutoModelForCausalLM.from_pretrained",
+                                      "GenerationMixin.generate"] + _kernels(model)
+    obs["provenance"]["glue"] = [{"name": "suites.throughput.hf_peer", "description": (
+        "batch = concurrency; per rung an untimed 2-token warm-up, three timed 1-token generates (ttft: median), "
+        "a timed full-length generate: tokens/s = batch x new tokens / its wall time, "
+        "tpot = (wall - ttft) / (new tokens - 1)")}]
+    eos = getattr(model.config, "eos_token_id", None)
+    pad = int((eos[0] if isinstance(eos, (list, tuple)) and eos else eos) or 0)
     rungs, timing = [], []
+    start = time.perf_counter()
     for c in concurrencies:
+        spent_s = time.perf_counter() - start
+        if spent_s > max_total_s:
+            rungs.append({"concurrency": c, "status": "error", "output_tok_per_s": None,
+                          "message": f"not run: the peer's rungs took {spent_s:.0f} s, "
+                                     f"over max_total_s={max_total_s:g}"})
+            on_rung(rungs[-1])
+            break
         prompts = torch.tensor([workload.prompt_token_ids(f"hf-c{c}", i) for i in range(c)], device=device)
         try:
-            with torch.no_grad():
-                torch.cuda.synchronize()
-                t = time.perf_counter()
-                out = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                                     max_new_tokens=workload.output_tokens, min_new_tokens=workload.output_tokens)
-                torch.cuda.synchronize()
-                wall = time.perf_counter() - t
-            new = (out.shape[1] - prompts.shape[1]) * c
-            rungs.append({"concurrency": c, "status": "ok", "output_tok_per_s": new / wall, "num_requests": c,
-                          "num_output_tokens": new, "message": None})
-            timing.append({"concurrency": c, "wall_s": wall})
+            rung, t = _rung(model, prompts, workload.output_tokens, pad, device)
+            rungs.append(rung)
+            timing.append(t)
         except Exception as exc:  # noqa: BLE001 - a peer's failure is data for the report
             rungs.append({"concurrency": c, "status": "error", "output_tok_per_s": None,
                           "message": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"})
+        on_rung(rungs[-1])
+        if rungs[-1]["status"] == "error":
             break
     obs["throughput"] = {"rungs": rungs, "workload": {"prompt_tokens": workload.prompt_tokens,
                                                       "output_tokens": workload.output_tokens, "seed": workload.seed}}
-    obs["timing"] = {"rungs": timing}
+    obs["timing"] = {"load_s": load_s, "rungs": timing, "kernel_packages": _packages(),
+                     "wall_s": time.perf_counter() - t0}
     if any(r["status"] == "error" for r in rungs):
         obs["status"], obs["message"] = "error", next(r["message"] for r in rungs if r["status"] == "error")
     return observation.validate(obs, "hf_peer")

@@ -111,3 +111,13 @@ def test_settings_validate() -> None:
         LoadgenSettings(num_repeats=0)
     s = LoadgenSettings(min_requests_per_slot=2, max_num_requests_per_rung=10)
     assert s.num_requests(1, 4) == 4 and s.num_requests(4, 4) == 8 and s.num_requests(32, 4) == 10
+
+
+def test_repeats_report_each_waves_throughput_and_median_ttft() -> None:
+    settings = LoadgenSettings(concurrencies=(2,), num_warmup_waves=0, min_requests_per_slot=1, num_repeats=3)
+    with StubServer(step_delay_s=0.002) as srv:
+        (rung,) = run_ladder(srv.base_url, _workload(num_requests=2), settings, NAMES).rungs
+    assert rung["status"] == "ok" and rung["num_requests"] == 6
+    assert len(rung["output_tok_per_s_repeats"]) == len(rung["ttft_ms_median_repeats"]) == 3
+    assert min(rung["ttft_ms_median_repeats"]) <= rung["ttft_ms"]["median"] <= max(rung["ttft_ms_median_repeats"])
+    assert rung["ttft_ms"]["num_samples"] == 6
