@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import random
+
 import pytest
+
+from engine_under_test.runtime.runner import ModelRunner
 
 from conformance.paths import MODELS_DIR
 
@@ -18,3 +22,31 @@ def tiny_checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     target = write_random_checkpoint(MODELS_DIR / "tiny-hybrid", root / "target", seed=0)
     draft = write_random_checkpoint(MODELS_DIR / "tiny-dflash", root / "draft", seed=1)
     return target, draft
+
+
+class ScriptedRunner(ModelRunner):
+    """Runs the real drafter, then proposes the reference continuation with seeded corruptions."""
+
+    def __init__(self, base: ModelRunner, full_sequences: dict[str, list[int]], seed: int):
+        self.__dict__.update(base.__dict__)
+        self.full, self.rng = full_sequences, random.Random(seed)
+
+    def _draft(self, reqs, batch, aux, sampled, accepted):
+        drafts = super()._draft(reqs, batch, aux, sampled, accepted)
+        for sr in reqs:
+            if sr.req_id not in drafts:
+                continue
+            p = sr.num_computed_tokens + sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted[sr.req_id]
+            truth = (self.full[sr.req_id] + [5] * self.k)[p + 1:p + 1 + self.k]
+            cut = self.rng.randrange(self.k + 1)          # first corrupted draft (k: none)
+            drafts[sr.req_id] = [t if j < cut else (t + 1) % 1000 for j, t in enumerate(truth)]
+        return drafts
+
+
+@pytest.fixture
+def scripted_runner():
+    """Scripted drafts for lossless tests (fixture `scripted_runner`): the real drafter runs, then its
+    proposals are replaced by the reference continuation with a seeded corruption point, so every
+    accepted-prefix length 0..k, state rollback and KV overwrite get exercised (random weights make
+    real drafts all miss)."""
+    return ScriptedRunner

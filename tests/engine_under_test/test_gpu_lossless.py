@@ -21,7 +21,6 @@ import torch
 
 from conformance.paths import MODELS_DIR
 from engine_under_test.llm import LLM, SamplingParams
-from engine_under_test.runtime.runner import ModelRunner
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
 
@@ -63,29 +62,9 @@ def _tokens(llm) -> list[list[int]]:
     return [o.output_token_ids for o in llm.generate(_prompts(), _params())]
 
 
-class _ScriptedRunner(ModelRunner):
-    """Runs the real drafter, then proposes the reference continuation with seeded corruptions
-    (as tests/engine_under_test/test_lossless.py does on the CPU)."""
-
-    def __init__(self, base: ModelRunner, full_sequences: dict[str, list[int]], seed: int):
-        self.__dict__.update(base.__dict__)
-        self.full, self.rng = full_sequences, random.Random(seed)
-
-    def _draft(self, reqs, batch, aux, sampled, accepted):
-        drafts = super()._draft(reqs, batch, aux, sampled, accepted)
-        for sr in reqs:
-            if sr.req_id not in drafts:
-                continue
-            p = sr.num_computed_tokens + sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted[sr.req_id]
-            truth = (self.full[sr.req_id] + [5] * self.k)[p + 1:p + 1 + self.k]
-            cut = self.rng.randrange(self.k + 1)          # first corrupted draft (k: none)
-            drafts[sr.req_id] = [t if j < cut else (t + 1) % 1000 for j, t in enumerate(truth)]
-        return drafts
-
-
-def _scripted(llm, reference, seed):
+def _scripted(llm, reference, seed, runner_cls):
     full = {str(i): p + r for i, (p, r) in enumerate(zip(_prompts(), reference))}
-    llm.engine.runner = _ScriptedRunner(llm.engine.runner, full, seed=seed)
+    llm.engine.runner = runner_cls(llm.engine.runner, full, seed=seed)
     return llm
 
 
@@ -107,15 +86,15 @@ def test_dflash_greedy_is_lossless_on_cuda(tiny_checkpoints, reference, k, backe
 
 @pytest.mark.parametrize("backend", ["fla", "fla_per_position"])
 @pytest.mark.parametrize("k", [4, 8])
-def test_accepting_drafts_is_lossless_on_cuda(tiny_checkpoints, reference, k, backend):
+def test_accepting_drafts_is_lossless_on_cuda(tiny_checkpoints, reference, k, backend, scripted_runner):
     target, draft = tiny_checkpoints
-    llm = _scripted(_llm(target, draft, k, backend), reference, seed=k)
+    llm = _scripted(_llm(target, draft, k, backend), reference, seed=k, runner_cls=scripted_runner)
     assert _tokens(llm) == reference
     stats = llm.engine.stats()
     assert stats.num_draft_tokens // 4 < stats.num_accepted_tokens < stats.num_draft_tokens, stats
 
 
-def test_2b_shapes_accepting_drafts_is_lossless_on_cuda():
+def test_2b_shapes_accepting_drafts_is_lossless_on_cuda(scripted_runner):
     """qwen35-2b-shaped + qwen35-2b-dflash-shaped, seeded float32 weights, k = 4 and 8."""
     target, draft = MODELS_DIR / "qwen35-2b-shaped", MODELS_DIR / "qwen35-2b-dflash-shaped"
     kw = {"load_format": "dummy", "kv_cache_memory_bytes": 3 * 2**30}
@@ -124,7 +103,7 @@ def test_2b_shapes_accepting_drafts_is_lossless_on_cuda():
     del base
     gc.collect()
     for k in (4, 8):
-        llm = _scripted(_llm(target, draft, k, **kw), ref, seed=k)
+        llm = _scripted(_llm(target, draft, k, **kw), ref, seed=k, runner_cls=scripted_runner)
         assert _tokens(llm) == ref, f"k={k}"
         stats = llm.engine.stats()
         assert stats.num_accepted_tokens > stats.num_draft_tokens // 4, stats

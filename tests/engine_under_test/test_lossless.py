@@ -14,7 +14,6 @@ import random
 import pytest
 
 from engine_under_test.llm import LLM, SamplingParams
-from engine_under_test.runtime.runner import ModelRunner
 
 PROMPT_LENGTHS = (5, 23, 70, 41, 12)
 OUTPUT_LENGTHS = (17, 9, 24, 30, 3)
@@ -52,31 +51,12 @@ def test_dflash_greedy_is_lossless(tiny_checkpoints, reference, k):
     assert llm.engine.stats().num_draft_tokens > 0
 
 
-class _ScriptedRunner(ModelRunner):
-    """Runs the real drafter, then proposes the reference continuation with seeded corruptions."""
-
-    def __init__(self, base: ModelRunner, full_sequences: dict[str, list[int]], seed: int):
-        self.__dict__.update(base.__dict__)
-        self.full, self.rng = full_sequences, random.Random(seed)
-
-    def _draft(self, reqs, batch, aux, sampled, accepted):
-        drafts = super()._draft(reqs, batch, aux, sampled, accepted)
-        for sr in reqs:
-            if sr.req_id not in drafts:
-                continue
-            p = sr.num_computed_tokens + sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted[sr.req_id]
-            truth = (self.full[sr.req_id] + [5] * self.k)[p + 1:p + 1 + self.k]
-            cut = self.rng.randrange(self.k + 1)          # first corrupted draft (k: none)
-            drafts[sr.req_id] = [t if j < cut else (t + 1) % 1000 for j, t in enumerate(truth)]
-        return drafts
-
-
 @pytest.mark.parametrize("k", [4, 8])
-def test_accepting_drafts_is_lossless(tiny_checkpoints, reference, k):
+def test_accepting_drafts_is_lossless(tiny_checkpoints, reference, k, scripted_runner):
     target, draft = tiny_checkpoints
     llm = _llm(target, draft, k)
     full = {str(i): p + r for i, (p, r) in enumerate(zip(_prompts(), reference))}
-    llm.engine.runner = _ScriptedRunner(llm.engine.runner, full, seed=k)
+    llm.engine.runner = scripted_runner(llm.engine.runner, full, seed=k)
     outs = llm.generate(_prompts(), _params())
     assert [o.output_token_ids for o in outs] == reference
     stats = llm.engine.stats()
