@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 POOL_CATEGORIES = ("attention_kv", "recurrent_state", "draft_kv")
 POOL_OVERHEAD_CATEGORIES = ("padding", "unused", "unassigned")   # pool bytes no layer's data fills
-BESIDE_POOL_CATEGORIES = ("weights", "activations", "workspace")
+BESIDE_POOL_CATEGORIES = ("weights", "activations", "workspace", "cuda_context")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,10 @@ from engine_under_test.pool import PoolLayout, build_layout
 from engine_under_test.shapes import DTYPE_SIZE_BYTES, DraftShape, TargetShape
 
 GRAPH_POOL_BYTES = 256 * 1024 * 1024   # estimate: CUDA-graph memory pool of the captured decode sizes
+# The CUDA context and library handles (cuBLAS workspaces, kernel images) live in the process's
+# device memory too: 0.71 GiB was measured on one H200 (torch 2.11, CUDA 13.0); planned as 1 GiB so
+# that the process's whole device footprint stays inside gpu_memory_utilization x capacity.
+CUDA_CONTEXT_BYTES = 1 << 30
 NUM_NULL_BLOCKS = 1                    # block 0: the null page block tables pad with (as vLLM's BlockPool)
 
 
@@ -157,6 +161,8 @@ def plan_memory(cfg: EngineConfig, target: TargetShape, draft: DraftShape | None
     bytes_per_block = probe.bytes_per_block
     beside = {"weights": weights_bytes(target, draft), "activations": activation_bytes(cfg, target),
               "workspace": workspace_bytes(cfg, target)}
+    if cfg.device.startswith("cuda"):
+        beside["cuda_context"] = CUDA_CONTEXT_BYTES
     # Phase 2: the bound and the pool's share of it.
     if cfg.kv_cache_memory_bytes is not None:
         bound, kind = cfg.kv_cache_memory_bytes, "kv_cache_memory_bytes"
@@ -168,7 +174,8 @@ def plan_memory(cfg: EngineConfig, target: TargetShape, draft: DraftShape | None
             raise MemoryRefusal(
                 f"gpu_memory_utilization {cfg.gpu_memory_utilization} of {_gib(cfg.device_memory_bytes)} is {_gib(bound)}: "
                 f"weights {_gib(beside['weights'])} + activations {_gib(beside['activations'])} + workspace "
-                f"{_gib(beside['workspace'])} leave no room for the cache pool")
+                f"{_gib(beside['workspace'])} + CUDA context {_gib(beside.get('cuda_context', 0))} leave no room "
+                f"for the cache pool")
     num_blocks = pool_budget // bytes_per_block
     if cfg.num_gpu_blocks_override is not None:
         if cfg.num_gpu_blocks_override > num_blocks:
