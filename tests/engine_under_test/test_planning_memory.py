@@ -114,3 +114,18 @@ def test_num_gpu_blocks_override_cannot_exceed_the_bound():
 def test_config_errors_name_the_field(field, value):
     with pytest.raises(ValueError, match=field if value is not None else "kv_cache_memory_bytes"):
         dataclasses.replace(_cfg(), **{field: value})
+
+
+def test_cuda_context_is_planned_inside_the_bound_on_cuda_only():
+    kw = dict(target="qwen35-2b-shaped", draft="qwen35-2b-dflash-shaped", kv_cache_memory_bytes=None,
+              gpu_memory_utilization=0.9, device_memory_bytes=150_109_880_320, max_num_seqs=8, max_model_len=4096,
+              max_num_batched_tokens=8192)
+    from engine_under_test.memory.planner import CUDA_CONTEXT_BYTES
+
+    on_cuda, on_cpu = _plan(_cfg(device="cuda", **kw)), _plan(_cfg(device="cpu", **kw))
+    assert on_cuda.ledger.categories["cuda_context"] == CUDA_CONTEXT_BYTES
+    assert "cuda_context" not in on_cpu.ledger.categories
+    assert on_cuda.ledger.total_bytes <= on_cuda.ledger.bound_bytes
+    # the context's bytes come out of the pool, not from beyond the bound
+    pool = lambda p: p.layout.total_bytes
+    assert pool(on_cpu) - pool(on_cuda) >= CUDA_CONTEXT_BYTES - on_cuda.layout.bytes_per_block
