@@ -6,8 +6,27 @@ import os
 from pathlib import Path
 
 
+def visible_device_note() -> str:
+    """` [CUDA_VISIBLE_DEVICES=1, GPU-<uuid>]`: which GPU a (pinned) worker ran on, or ''."""
+    parts = []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible:
+        parts.append(f"CUDA_VISIBLE_DEVICES={visible}")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            uuid = getattr(torch.cuda.get_device_properties(0), "uuid", None)
+            if uuid is not None:
+                parts.append(f"GPU-{uuid}")
+    except ImportError:
+        pass
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
 def describe(device: str) -> str:
-    """`one NVIDIA H200 (139.8 GiB)` on cuda; `CPU: <model> (N cores)` otherwise."""
+    """`one NVIDIA H200 (139.8 GiB) [CUDA_VISIBLE_DEVICES=1, GPU-<uuid>]` on cuda; `CPU: <model> (N cores)`
+    otherwise."""
     if device == "cuda":
         try:
             import torch
@@ -16,7 +35,7 @@ def describe(device: str) -> str:
                 n = torch.cuda.device_count()
                 props = torch.cuda.get_device_properties(0)
                 count = "one" if n == 1 else str(n)
-                return f"{count} {props.name} ({props.total_memory / 2**30:.1f} GiB)"
+                return f"{count} {props.name} ({props.total_memory / 2**30:.1f} GiB){visible_device_note()}"
         except ImportError:
             pass
     model = "unknown CPU"

@@ -24,3 +24,12 @@ def test_more_workers_than_gpus_is_refused():
 def test_not_a_worker_id():
     with pytest.raises(ValueError):
         device_for_worker("master", ["0"], 1)
+
+
+def test_hardware_note_names_the_pinned_device(monkeypatch):
+    from conformance.adapters.hardware import visible_device_note
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert "CUDA_VISIBLE_DEVICES=1" in visible_device_note()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert "CUDA_VISIBLE_DEVICES" not in visible_device_note()
