@@ -4,9 +4,10 @@ Contract: `hf_ladder(case_id, profile, model_dir, workload, concurrencies, devic
 returns a `run`-mode observation (engine "transformers") with one rung per concurrency c, prompts
 from the same `Workload` as the load generator's (c of them, one static batch), greedy, fixed
 output length (min_new_tokens = max_new_tokens = workload.output_tokens). Per rung, untimed: one
-`generate` of 2 new tokens (warm-up: kernel compilation and autotuning at this batch); timed: three
-`generate` calls of 1 new token (`ttft_ms`: their median, prefill + first token) and one of the full length
-(`output_tok_per_s` = c x new tokens / its wall time; `tpot_ms` = (wall - ttft) / (new tokens - 1)).
+`generate` of 2 new tokens (warm-up: kernel compilation and autotuning at this batch); timed: one
+`generate` of the full length with a streamer that stamps each generated step as it reaches the host:
+`ttft_ms` = start -> first new token, `tpot_ms` = first -> last new token / (new tokens - 1), both from
+the same call (so neither can be negative), `output_tok_per_s` = c x new tokens / its wall time.
 A failure becomes a rung with status error and the exception's first line; once the rungs took
 longer than `max_total_s` the next rung is an error saying so (the peer is slow on some shapes).
 The Gated-DeltaNet kernels transformers picked are named in `provenance.functions`.
@@ -21,7 +22,6 @@ from conformance import observation
 from conformance.adapters.hardware import describe
 from conformance.loadgen import Workload
 
-NUM_TTFT_CALLS = 3   # median of this many timed 1-token calls (a prefill each: cheap next to the decode)
 GDN_KERNELS = ("causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule", "recurrent_gated_delta_rule")
 
 
@@ -75,28 +75,51 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _generate(model: Any, prompts: Any, num_new_tokens: int, pad_token_id: int, device: str) -> tuple[Any, float]:
+class _StepClock:
+    """A transformers streamer (`put` / `end`): the host time at which each generated step arrives.
+    `generate` calls `put` once with the prompt, then once per new token of the batch."""
+
+    def __init__(self, device: str):
+        self.device, self.stamps_s, self._seen_prompt = device, [], False
+
+    def put(self, value: Any) -> None:
+        if not self._seen_prompt:
+            self._seen_prompt = True
+            return
+        _sync(self.device)
+        self.stamps_s.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+
+def _generate(model: Any, prompts: Any, num_new_tokens: int, pad_token_id: int, device: str,
+              clock: _StepClock | None = None) -> tuple[Any, float, float]:
+    """(output ids, start time, wall seconds)."""
     import torch
 
     with torch.no_grad():
         _sync(device)
         t = time.perf_counter()
         out = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
-                             max_new_tokens=num_new_tokens, min_new_tokens=num_new_tokens, pad_token_id=pad_token_id)
+                             max_new_tokens=num_new_tokens, min_new_tokens=num_new_tokens, pad_token_id=pad_token_id,
+                             streamer=clock)
         _sync(device)
-        return out, time.perf_counter() - t
+        return out, t, time.perf_counter() - t
 
 
 def _rung(model: Any, prompts: Any, n: int, pad: int, device: str) -> tuple[dict[str, Any], dict[str, Any]]:
     c = prompts.shape[0]
     _generate(model, prompts, 2, pad, device)
-    ttft_s = sorted(_generate(model, prompts, 1, pad, device)[1] for _ in range(NUM_TTFT_CALLS))[NUM_TTFT_CALLS // 2]
-    out, wall_s = _generate(model, prompts, n, pad, device)
+    clock = _StepClock(device)
+    out, t0, wall_s = _generate(model, prompts, n, pad, device, clock)
     new = (out.shape[1] - prompts.shape[1]) * c
-    tpot_ms = (wall_s - ttft_s) / (n - 1) * 1e3 if n > 1 else None
+    stamps = clock.stamps_s
+    ttft_s = stamps[0] - t0 if stamps else wall_s
+    tpot_ms = (stamps[-1] - stamps[0]) / (len(stamps) - 1) * 1e3 if len(stamps) > 1 else None
     rung = {"concurrency": c, "status": "ok", "output_tok_per_s": new / wall_s, "num_requests": c,
             "num_output_tokens": new, "message": None,
-            "ttft_ms": {"median": ttft_s * 1e3, "num_samples": NUM_TTFT_CALLS},
+            "ttft_ms": {"median": ttft_s * 1e3, "num_samples": 1},
             "tpot_ms": None if tpot_ms is None else {"median": tpot_ms, "num_samples": 1},
             "mean_acceptance_length": None}
     if new != c * n:
@@ -120,9 +143,9 @@ def hf_ladder(case_id: str, profile: str, model_dir: str, workload: Workload, co
     obs["provenance"]["functions"] = ["transformers.AutoModelForCausalLM.from_pretrained",
                                       "GenerationMixin.generate"] + _kernels(model)
     obs["provenance"]["glue"] = [{"name": "suites.throughput.hf_peer", "description": (
-        "batch = concurrency; per rung an untimed 2-token warm-up, three timed 1-token generates (ttft: median), "
-        "a timed full-length generate: tokens/s = batch x new tokens / its wall time, "
-        "tpot = (wall - ttft) / (new tokens - 1)")}]
+        "batch = concurrency; per rung an untimed 2-token warm-up, then one timed full-length generate with a "
+        "streamer stamping each new token on the host: ttft = start -> first token, tpot = first -> last token / "
+        "(new tokens - 1), tokens/s = batch x new tokens / wall time")}]
     eos = getattr(model.config, "eos_token_id", None)
     pad = int((eos[0] if isinstance(eos, (list, tuple)) and eos else eos) or 0)
     rungs, timing = [], []

@@ -71,7 +71,7 @@ class ThroughputPlan:
 
 
 PRESETS: dict[str, ThroughputPlan] = {
-    "2b": ThroughputPlan("2b", "qwen35-2b-shaped", "qwen35-2b-dflash-shaped", "cuda", (1, 2, 4, 8, 16, 32), (1, 8, 32),
+    "2b": ThroughputPlan("2b", "qwen35-2b-shaped", "qwen35-2b-dflash-shaped", "cuda", (1, 2, 4, 8, 16, 32), (1, 2, 4, 8, 16, 32),
                          prompt_tokens=512, output_tokens=128, hf_output_tokens=16, num_requests=4,
                          max_model_len=4096, max_num_batched_tokens=8192, memory={"gpu_memory_utilization": 0.85},
                          acceptance_tolerance=0.25, request_timeout_s=120, max_rung_duration_s=120,
