@@ -35,6 +35,9 @@ HEALTH_POLL_S = 0.25
 LOG_TAIL_LINES = 30
 
 
+ERROR_EXIT_GRACE_S = 2.0   # after a failed rung: how long to wait for the engine's exit to be visible
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -93,9 +96,18 @@ class EngineProcess:
     def __exit__(self, *exc: Any) -> None:
         self.stop()
 
-    def exited(self) -> str | None:
-        """None while running, else how it ended ("exited with code 3", "was killed by SIGKILL")."""
-        rc = self.proc.poll() if self.proc else None
+    def exited(self, grace_s: float = 0.0) -> str | None:
+        """None while running, else how it ended ("exited with code 3", "was killed by SIGKILL").
+        `grace_s`: wait that long for an exit first (a killed engine drops its connections a moment
+        before the kernel reports it gone)."""
+        if self.proc is None:
+            return None
+        if grace_s > 0:
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                pass
+        rc = self.proc.poll()
         return None if rc is None else f"engine {_describe_exit(rc)}"
 
     def stop(self) -> None:
@@ -193,7 +205,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         t1 = time.perf_counter()
         result = run_ladder(render(m.base_url, values, "base_url"), workload, settings, m.metrics,
                             int(case["speculative"]["num_speculative_tokens"]), on_rung=on_rung,
-                            alive=engine.exited, extra_body=m.request_extra)
+                            alive=lambda: engine.exited(grace_s=ERROR_EXIT_GRACE_S), extra_body=m.request_extra)
         timing["ladder_s"] = time.perf_counter() - t1
         timing["rungs"] = [{"concurrency": r["concurrency"], "wall_s": r.pop("wall_s", None)} for r in result.rungs]
         obs["throughput"] = {"model": result.model, "plan": plan, "rungs": result.rungs,
