@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-import yaml
-
 from conformance import paths
 from conformance.errors import CaseError, UnknownCaseError
 from conformance.schemas import error_lines
+from conformance.yaml_file import YamlFileError, read_yaml
 
 # Methods whose drafter is a separate model directory.
 DRAFT_MODEL_METHODS = frozenset({"dflash", "eagle3", "p-eagle", "dspark", "draft_model", "pard"})
@@ -63,41 +62,11 @@ def resolve_model_dir(ref: str, base: Path) -> Path:
     return (p if p.is_absolute() else (base / p)).resolve()
 
 
-class _CaseLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate keys (PyYAML silently keeps the last one)."""
-
-    def construct_mapping(self, node, deep=False):
-        seen: set = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # unhashable: the base class reports it
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-        return super().construct_mapping(node, deep=deep)
-
-
 def _read_yaml(path: Path) -> Any:
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CaseError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    except UnicodeDecodeError as exc:
-        raise CaseError([f"{path}: (root): not UTF-8 text (byte {exc.start}): is this a case file?"]) from None
-    try:
-        return yaml.load(text, Loader=_CaseLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise CaseError([f"{path}: (root): not valid YAML{where}: {problem}"]) from None
-    except RecursionError:
-        raise CaseError([f"{path}: (root): not valid YAML: nested too deeply"]) from None
-    except ValueError as exc:  # e.g. an integer past Python's digit limit
-        raise CaseError([f"{path}: (root): not valid YAML: {exc}"]) from None
+        return read_yaml(path, "case file")
+    except YamlFileError as exc:
+        raise CaseError(exc.problems) from None
 
 
 def _check_model_dir(path: Path, json_path: str, source: Path) -> list[str]:

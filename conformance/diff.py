@@ -2,8 +2,8 @@
 
 Contract: `json_diff(expected, actual)` lists every differing leaf as a `Difference` with its
 dotted JSON path; `compare(expected, actual, rules)` applies `Rule`s (exact, or a relative /
-absolute tolerance, or `at_least` for seats) and returns the failures. Verdicts live here, not
-in adapters.
+absolute tolerance, or `at_least` for seats) and returns the failures. The verdicts built on
+them live in `conformance.verdicts`; which check judges which engine, in `conformance.check_table`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Oracle environments: one pinned, cached virtualenv per (engine, version).
+"""Engine environments: one pinned, cached virtualenv per (engine, version), for every engine file
+whose plan module runs in `environment: venv` (the oracles: vLLM and SGLang).
 
-Contract: `install(spec)` leaves `<cache>/oracles/<engine>-<version>/` with the pinned
+Contract: `install(engine)` leaves `<cache>/oracles/<engine>-<version>/` with the pinned
 release importable at exactly that version, `pip check` clean, and a marker file
 `conformance-env.json` recording what was verified; it is a no-op when the marker is present
 and the interpreter still runs. The project itself is not installed there: the probe runs
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from conformance import paths
-from conformance.engines import ENGINES, ORACLES, PROBE_REQUIREMENTS, EngineSpec, get_engine
+from conformance.harness.engine_file import PROBE_REQUIREMENTS, EngineFile
 from conformance.errors import OracleEnvError
 
 MARKER = "conformance-env.json"
@@ -49,15 +50,16 @@ class OracleEnv:
         return "incomplete"
 
 
-def oracle_env(spec: EngineSpec) -> OracleEnv:
-    if spec.kind != "oracle" or not spec.version_pin:
-        raise OracleEnvError(f"{spec.name} is not an oracle with a pinned version")
-    return OracleEnv(spec.name, spec.version_pin, paths.oracle_envs_dir() / f"{spec.name}-{spec.version_pin}")
+def oracle_env(spec: EngineFile) -> OracleEnv:
+    """The venv of an engine whose plan runs in `environment: venv` (keyed by name and version)."""
+    if not spec.uses_venv or not spec.version:
+        raise OracleEnvError(f"{spec.name} plans in no venv of its own with a pinned version")
+    return OracleEnv(spec.name, spec.version, paths.oracle_envs_dir() / f"{spec.name}-{spec.version}")
 
 
-def oracle_process_env(spec: EngineSpec) -> dict[str, str]:
-    """Environment for any process of an oracle: offline, and every cache pointed at the project's."""
-    home = paths.oracle_home_dir(spec.name, spec.version_pin or "unpinned")
+def oracle_process_env(spec: EngineFile) -> dict[str, str]:
+    """Environment for any process of a venv engine: offline, and every cache pointed at the project's."""
+    home = paths.oracle_home_dir(spec.name, spec.version or "unpinned")
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONHOME"))}
     env.update({
@@ -75,7 +77,7 @@ def oracle_process_env(spec: EngineSpec) -> dict[str, str]:
         "PYTHONPATH": str(paths.REPO_ROOT),
         "PIP_NO_CACHE_DIR": "1",
     })
-    env.update(spec.extra_env)
+    env.update({k: v for k, v in spec.plan.env.items() if v is not None})
     return env
 
 
@@ -93,19 +95,19 @@ def _tail(path: Path, n: int = 20) -> str:
         return ""
 
 
-def installed_version(env: OracleEnv, module: str | None = None) -> str:
+def installed_version(env: OracleEnv, spec: EngineFile, module: str | None = None) -> str:
     """The version the venv's interpreter imports (not what pip metadata claims)."""
     module = module or env.engine
     out = subprocess.run(
         [str(env.python), "-c", f"import {module}, sys; sys.stdout.write({module}.__version__)"],
-        capture_output=True, text=True, env=oracle_process_env(get_engine(env.engine)), timeout=300, check=False,
+        capture_output=True, text=True, env=oracle_process_env(spec), timeout=300, check=False,
     )
     if out.returncode != 0:
         raise OracleEnvError(f"{env.path}: `import {module}` failed:\n{out.stderr.strip()[-2000:]}")
     return out.stdout.strip()
 
 
-def install(spec: EngineSpec, progress: Callable[[str], None] = lambda m: None, force: bool = False) -> OracleEnv:
+def install(spec: EngineFile, progress: Callable[[str], None] = lambda m: None, force: bool = False) -> OracleEnv:
     """Build (or reuse) the pinned venv of an oracle. Raises OracleEnvError with the log tail on failure."""
     env = oracle_env(spec)
     if env.state() == "ready" and not force:
@@ -119,9 +121,9 @@ def install(spec: EngineSpec, progress: Callable[[str], None] = lambda m: None, 
         return _build(spec, env, progress, force)
 
 
-def _build(spec: EngineSpec, env: OracleEnv, progress: Callable[[str], None], force: bool) -> OracleEnv:
+def _build(spec: EngineFile, env: OracleEnv, progress: Callable[[str], None], force: bool) -> OracleEnv:
     log = env.path.parent / f"{env.path.name}.build.log"
-    log.write_text(f"building {spec.name}=={spec.version_pin} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    log.write_text(f"building {spec.name}=={spec.version} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
     reuse = env.state() == "incomplete" and env.python.exists() and not force
     if not reuse:
         shutil.rmtree(env.path, ignore_errors=True)
@@ -129,8 +131,8 @@ def _build(spec: EngineSpec, env: OracleEnv, progress: Callable[[str], None], fo
         if _run([sys.executable, "-m", "venv", str(env.path)], log).returncode != 0:
             raise OracleEnvError(f"{spec.name}: venv creation failed; see {log}:\n{_tail(log)}")
     pip = [str(env.python), "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check"]
-    progress(f"{spec.name}: pip install {' '.join(spec.pip_requirements)} (about 4 minutes when not cached)")
-    if _run(pip + list(spec.pip_requirements), log).returncode != 0:
+    progress(f"{spec.name}: pip install {' '.join(spec.plan.pip)} (about 4 minutes when not cached)")
+    if _run(pip + list(spec.plan.pip), log).returncode != 0:
         raise OracleEnvError(f"{spec.name}: pip install failed; see {log}:\n{_tail(log)}")
     probe_check = subprocess.run([str(env.python), "-c", "import jsonschema, yaml"], capture_output=True, check=False)
     if probe_check.returncode != 0:
@@ -143,25 +145,23 @@ def _build(spec: EngineSpec, env: OracleEnv, progress: Callable[[str], None], fo
         raise OracleEnvError(f"{spec.name}: `pip check` reports broken requirements in {env.path}; see {log}:\n"
                              f"{_tail(log, 10)}")
     pip_check = "clean"
-    version = installed_version(env)
-    if version != spec.version_pin:
-        raise OracleEnvError(f"{spec.name}: pinned {spec.version_pin} but the venv imports {version}")
+    version = installed_version(env, spec)
+    if version != spec.version:
+        raise OracleEnvError(f"{spec.name}: pinned {spec.version} but the venv imports {version}")
     env.marker.write_text(json.dumps({
-        "engine": spec.name, "version": version, "requirements": list(spec.pip_requirements),
+        "engine": spec.name, "version": version, "requirements": list(spec.plan.pip),
         "pip_check": pip_check, "python": sys.version.split()[0],
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }, indent=2) + "\n")
     return env
 
 
-def ensure(name: str, progress: Callable[[str], None] = lambda m: None) -> OracleEnv:
-    return install(get_engine(name), progress)
-
-
-def list_envs() -> list[dict[str, str]]:
+def list_envs(engines: "list[EngineFile]") -> list[dict[str, str]]:
     rows = []
-    for name in ORACLES:
-        env = oracle_env(ENGINES[name])
+    for spec in engines:
+        if not spec.uses_venv:
+            continue
+        env = oracle_env(spec)
         info = {}
         if env.marker.is_file():
             try:
@@ -169,7 +169,7 @@ def list_envs() -> list[dict[str, str]]:
             except (OSError, json.JSONDecodeError):
                 info = {}
         rows.append({
-            "engine": name, "version": env.version, "path": str(env.path), "state": env.state(),
+            "engine": spec.name, "version": env.version, "path": str(env.path), "state": env.state(),
             "pip_check": str(info.get("pip_check", "")).splitlines()[0] if info.get("pip_check") else "",
         })
     return rows

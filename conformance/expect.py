@@ -1,5 +1,5 @@
-"""Turn a `Verdict` into a pytest outcome: the suites' only way of judging (the job uses the same
-verdicts, so a suite and `conformance run` can never disagree)."""
+"""Turn a `Verdict` into a pytest outcome: the suites' only way of judging (the job judges with the
+same check table, `conformance.check_table`, so a suite and `conformance run` cannot disagree)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,3 @@ def expect(verdict: Verdict) -> None:
         lines = [f"{verdict.check} [{verdict.engine} on {verdict.case_id}]: {verdict.message}"]
         lines += [f"  {d}" for d in verdict.details]
         pytest.fail("\n".join(lines), pytrace=False)
-
-
-def golden_of(suite: str, engine: str, case_id: str) -> dict:
-    """Another engine's recorded golden; a missing or unreadable one fails the test with its reason."""
-    from conformance.goldens import GoldenFormatError, find_golden
-
-    try:
-        return find_golden(suite, engine, case_id)
-    except GoldenFormatError as exc:
-        pytest.fail(str(exc), pytrace=False)

@@ -1,4 +1,4 @@
-"""Goldens: each oracle's observation per (suite, case, engine), recorded with syrupy.
+"""Goldens: each engine's observation per (suite, case, engine), recorded with syrupy.
 
 Layout: `goldens/<suite>/<test module>/<test>[<engine>-<case>].json`, one JSON document each:
 
@@ -13,9 +13,10 @@ Contract:
   (`check_golden` fails the test with its message, no traceback).
 - Under `--snapshot-update`, every rewritten golden's moved fields are listed by dotted path
   in the "golden updates" terminal summary (see `describe_moves`).
-- `check_golden` compares the live observation's view with the golden: another engine version
-  or device profile fails with a message saying so; otherwise every differing field is listed
-  by its dotted JSON path before syrupy's own line diff.
+- `check_golden` judges the live observation's view with `verdicts.golden_verdict`, the one
+  golden comparison (the job uses it too): another engine version or device profile fails with a
+  message saying so; otherwise every differing field is listed by its dotted JSON path. A missing
+  golden fails for an oracle and is skipped for an engine under test (regression protection only).
 """
 
 from __future__ import annotations
@@ -28,50 +29,10 @@ import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from conformance import paths
-from conformance.diff import format_differences, json_diff
-from conformance.errors import ConformanceError
-from conformance.observation import strip_volatile
-
-GOLDEN_FORMAT = 1
-HEADER_FIELDS = ("schema_version", "case_id", "status", "message")
-
-
-class GoldenFormatError(ConformanceError):
-    pass
-
-
-def portable(value: Any) -> Any:
-    """`value` with this checkout's and the cache's absolute paths written as `<repo>` and
-    `<cache>`, so a golden recorded in one clone compares equal in another."""
-    if isinstance(value, dict):
-        return {k: portable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [portable(v) for v in value]
-    if isinstance(value, str):
-        for root, name in ((str(paths.REPO_ROOT), "<repo>"), (str(paths.cache_dir()), "<cache>")):
-            value = value.replace(root, name)
-    return value
-
-
-def golden_view(obs: dict[str, Any], sections: Iterable[str]) -> dict[str, Any]:
-    """What a suite records: the header, provenance, and the named top-level sections, with local
-    paths made portable."""
-    obs = portable(strip_volatile(obs))
-    view: dict[str, Any] = {"golden_format": GOLDEN_FORMAT}
-    for f in HEADER_FIELDS:
-        view[f] = obs.get(f)
-    view["engine"] = obs["engine"]
-    view["device_profile"] = obs["device"]["profile"]
-    prov = obs.get("provenance", {})
-    view["provenance"] = {k: prov.get(k) for k in ("functions", "overrides", "glue", "mapping") if k in prov}
-    for s in sections:
-        view[s] = obs.get(s)
-    return view
-
-
-def dumps(view: dict[str, Any]) -> str:
-    return json.dumps(view, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
-
+from conformance.diff import json_diff
+from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, dumps, golden_view, portable,  # noqa: F401
+                                    read_golden_text)
+from conformance.verdicts import golden_verdict
 
 class GoldenExtension(JSONSnapshotExtension):
     """syrupy extension: goldens under the repo's `goldens/<suite>/`, serialized as sorted JSON."""
@@ -96,47 +57,46 @@ class GoldenExtension(JSONSnapshotExtension):
         return text
 
 
-def read_golden_text(text: str, where: str) -> dict[str, Any]:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GoldenFormatError(f"{where}: golden is not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(doc, dict) or "golden_format" not in doc:
-        raise GoldenFormatError(f"{where}: golden has no golden_format field; re-record it with --snapshot-update")
-    if doc["golden_format"] != GOLDEN_FORMAT:
-        raise GoldenFormatError(
-            f"{where}: golden_format {doc['golden_format']!r} is not this framework's {GOLDEN_FORMAT}")
-    return doc
-
-
 def golden_path(snapshot) -> Path:
     """Where syrupy keeps this test's golden (the test's parametrization id names it)."""
     return Path(snapshot.extension.get_location(test_location=snapshot.test_location, index=snapshot.index))
 
 
-def check_golden(snapshot, view: dict[str, Any]) -> None:
-    """Assert `view` equals the test's golden; see the module contract."""
-    updating = bool(snapshot.session.update_snapshots)
+def read_golden_at(path: Path) -> dict[str, Any] | None:
+    """The golden at `path`, None when there is none; `GoldenFormatError` for an unreadable one."""
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GoldenFormatError(f"{path}: unreadable golden: {exc}") from None
+    return read_golden_text(text, str(path))
+
+
+def check_golden(snapshot, obs: dict[str, Any], suite: str, is_oracle: bool, sections: Iterable[str]):
+    """The suite's golden test of one observation: under --snapshot-update, (re)record it and say
+    what moved; otherwise judge it with the one golden comparison (`verdicts.golden_verdict`, the
+    job uses the same) and return the verdict for the caller to `expect`. `assert snapshot == view`
+    runs only where a golden exists and matches, so syrupy never writes outside an update."""
+    view = golden_view(obs, sections)
     path = golden_path(snapshot)
-    if updating:
+    if snapshot.session.update_snapshots:
         _report_moves(snapshot, path, view)
         _drop_if_unreadable(path)
-    else:
-        if not path.is_file():
-            pytest.fail(f"no golden at {path}: record the oracle's goldens with --snapshot-update "
-                        f"(a normal run never writes one)", pytrace=False)
-        try:
-            golden = read_golden_text(path.read_text(), str(path))
-        except GoldenFormatError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        _check_identity(golden, view, path)
-        diffs = json_diff(golden, view)
-        if diffs:
-            pytest.fail(format_differences(
-                f"{view['engine']['name']} on {view['case_id']} differs from its golden {path}"
-                f" ({len(diffs)} field(s)); if upstream moved on purpose, re-record with --snapshot-update:",
-                diffs[:40]), pytrace=False)
-    assert snapshot == view
+        assert snapshot == view
+        return None
+    try:
+        golden = read_golden_at(path)
+        missing = (f"no golden of the oracle {obs['engine']['name']} at {path}: record the oracle's goldens with "
+                   f"`pytest suites/{suite} --engines {obs['engine']['name']} --snapshot-update`")
+    except GoldenFormatError as exc:
+        golden, missing = None, str(exc)
+        if not is_oracle:   # an unreadable regression golden is a failure, not an absence
+            pytest.fail(missing, pytrace=False)
+    verdict = golden_verdict(suite, obs, golden, str(path), is_oracle, missing_reason=missing)
+    if verdict.outcome == "pass":
+        assert snapshot == view
+    return verdict
 
 
 UPDATE_PROPERTY = "golden_update"
@@ -181,20 +141,6 @@ def _drop_if_unreadable(path: Path) -> None:
         path.unlink()
 
 
-def _check_identity(golden: dict[str, Any], view: dict[str, Any], path: Path) -> None:
-    ge, ve = golden.get("engine", {}), view["engine"]
-    if ge.get("version") != ve.get("version"):
-        pytest.fail(f"{path}: golden recorded with {ge.get('name')} {ge.get('version')}, but the live oracle is "
-                    f"{ve.get('name')} {ve.get('version')}: the comparison is meaningless until the golden is "
-                    f"re-recorded for this version (--snapshot-update) or the pin is restored", pytrace=False)
-    if golden.get("device_profile") != view.get("device_profile"):
-        pytest.fail(f"{path}: golden recorded on device profile {golden.get('device_profile')!r}, live is "
-                    f"{view.get('device_profile')!r}", pytrace=False)
-    if golden.get("schema_version") != view.get("schema_version"):
-        pytest.fail(f"{path}: golden has observation schema {golden.get('schema_version')!r}, live has "
-                    f"{view.get('schema_version')!r}: re-record with --snapshot-update", pytrace=False)
-
-
 def find_golden(suite: str, engine: str, case_id: str) -> dict[str, Any]:
     """The recorded golden of `engine` on `case_id` in `suite` (to compare another engine with it).
 
@@ -203,8 +149,7 @@ def find_golden(suite: str, engine: str, case_id: str) -> dict[str, Any]:
     root = paths.goldens_dir() / suite
     hits = sorted(p for p in root.glob("*/*.json") if p.stem.endswith(f"[{engine}-{case_id}]"))
     if not hits:
-        raise GoldenFormatError(f"no {engine} golden for case {case_id!r} under {root}: record the oracle's goldens "
-                                f"with `pytest suites/{suite} --engines {engine} --snapshot-update`")
+        raise GoldenFormatError(f"no {engine} golden for case {case_id!r} under {root}")
     if len(hits) > 1:
         raise GoldenFormatError(f"several {engine} goldens for {case_id!r} under {root}: {', '.join(map(str, hits))}")
     return read_golden_text(hits[0].read_text(), str(hits[0]))

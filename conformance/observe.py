@@ -14,9 +14,9 @@ from typing import Any, Callable, Sequence
 
 from filelock import FileLock
 
-from conformance.adapters.runner import plan_cases
 from conformance.cases import Case
-from conformance.engines import get_engine
+from conformance.harness.engine_file import EngineFile
+from conformance.harness.plan_runner import plan_cases
 
 
 class ObservationStore:
@@ -40,13 +40,13 @@ class ObservationStore:
                     out[(rec["case_id"], rec["digest"])] = rec["observation"]
         return out
 
-    def get(self, engine: str, cases: Sequence[Case]) -> dict[str, dict[str, Any]]:
-        spec = get_engine(engine)
+    def get(self, spec: EngineFile, cases: Sequence[Case]) -> dict[str, dict[str, Any]]:
+        engine = spec.name
         with FileLock(str(self.root / f"{engine}.lock")):
             have = self._read(engine)
             missing = [c for c in cases if (c.id, c.digest()) not in have]
             if missing:
-                if spec.kind == "oracle":
+                if spec.uses_venv:
                     from conformance.envs import install
 
                     install(spec, self.progress)

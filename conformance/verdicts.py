@@ -3,26 +3,32 @@
 Contract: every check takes observation-shaped documents (a live observation, or a golden, which
 carries the same top-level sections) and the case spec, and returns one `Verdict`
 (`pass` | `fail` | `skip`, with a message and one line per difference). Nothing here reads a
-file or imports pytest: the caller supplies the other engine's document (its golden, or its
-live observation when no golden exists) and says which in `source`. `CHECKS` lists which check
-applies to which engine and cases, the way the suites' `engines` / `cases` marks do.
+file, imports pytest or knows an engine by name: the caller (`conformance.check_table`) supplies
+the oracle's document (its golden, or its live observation when no golden exists) and says which
+in `source`. A failing message says what differs, by how much (bytes, tokens, seats), what the
+oracle does, and which observation field it read.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import math
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from conformance.diff import Difference, json_diff
-from conformance.goldens import golden_view
+from conformance.golden_doc import golden_view
 
 BUDGET_FIELDS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
                  "lookahead_tokens", "max_num_seqs", "max_active_seqs")
 POOL_CATEGORIES = ("attention_kv", "recurrent_state", "draft_kv")
+PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")
+# Ledger categories a KV-bytes bound does not cover (a gpu_memory_utilization bound covers them).
+NOT_UNDER_KV_BOUND = ("weights", "activations", "workspace", "cuda_context", "cuda_graphs")
 STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 # Which top-level sections each suite records in its goldens.
 SUITE_SECTIONS: dict[str, tuple[str, ...]] = {"budget": ("budget",), "memory": ("memory",), "trace": ("trace",)}
+SEATS_REL_TOLERANCE = 0.005   # max_concurrency may differ from vLLM's by 0.5% (float rounding of pages)
 MAX_DETAIL_LINES = 40
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -49,11 +55,11 @@ class Verdict:
 
 
 def _v(check: str, obs: dict[str, Any], outcome: str, message: str = "",
-       diffs: list[Difference] | tuple[str, ...] = ()) -> Verdict:
+       diffs: list[Any] | tuple[str, ...] = (), cause: str = "") -> Verdict:
     lines = tuple(str(d) for d in diffs)
     if len(lines) > MAX_DETAIL_LINES:
         lines = lines[:MAX_DETAIL_LINES] + (f"... and {len(lines) - MAX_DETAIL_LINES} more",)
-    return Verdict(check, obs["engine"]["name"], obs["case_id"], outcome, message, lines)
+    return Verdict(check, obs["engine"]["name"], obs["case_id"], outcome, message, lines, cause)
 
 
 def _name(doc: dict[str, Any]) -> str:
@@ -61,35 +67,56 @@ def _name(doc: dict[str, Any]) -> str:
     return f"{e.get('name', '?')} {e.get('version', '?')}"
 
 
-def _intended(case_spec: dict[str, Any], engine: str, field_name: str) -> dict[str, Any] | None:
-    """The case's `intended_differences` entry for (engine, field), if it declares one."""
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "null"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _by(mine: Any, theirs: Any, unit: str) -> str:
+    """`(+16 tokens)`: how far `mine` is from `theirs`, where both are numbers."""
+    if isinstance(mine, (int, float)) and isinstance(theirs, (int, float)) and not isinstance(mine, bool):
+        d = mine - theirs
+        if unit == "bytes":
+            return f" ({'+' if d >= 0 else '-'}{human_bytes(abs(d))}, {d:+d} B)" if isinstance(d, int) else f" ({d:+.3f} B)"
+        return f" ({d:+g} {unit})"
+    return ""
+
+
+def _intended(case_spec: dict[str, Any], oracle: str, field_name: str) -> dict[str, Any] | None:
+    """The case's `intended_differences` entry for (oracle, field), if it declares one."""
     for d in case_spec.get("intended_differences", []):
-        if d["engine"] == engine and d["field"] in (field_name, f"budget.{field_name}"):
+        if d["engine"] == oracle and d["field"] in (field_name, f"budget.{field_name}"):
             return d
     return None
 
 
-def _value_at(doc: dict[str, Any], dotted: str) -> Any:
-    node: Any = doc
-    for part in dotted.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
+def documents_status_difference(case_spec: dict[str, Any], oracle: str) -> bool:
+    return _intended(case_spec, oracle, "status") is not None
 
 
-# --- every suite: the live observation against its own golden -------------------------------------
+# --- every suite: an observation against its own golden -------------------------------------------
 
-def matches_golden(suite: str, obs: dict[str, Any], golden: dict[str, Any] | None, source: str,
-                   missing_reason: str = "") -> Verdict:
-    """`<suite>.golden`: the suite's view of `obs` equals the recorded golden; another engine
-    version, device profile or schema fails with a message saying so; no golden fails."""
+def golden_verdict(suite: str, obs: dict[str, Any], golden: dict[str, Any] | None, source: str,
+                   is_oracle: bool, missing_reason: str = "") -> Verdict:
+    """`<suite>.golden`: the suite's view of `obs` equals its recorded golden. Another engine
+    version, device profile or schema fails with a message saying so. With no golden, an oracle
+    fails (did upstream move? nobody can tell); an engine under test is skipped: it is judged
+    against the oracles, and its own golden is regression protection only."""
     check = f"{suite}.golden"
     if golden is None:
-        v = _v(check, obs, FAIL, missing_reason or f"no {obs['engine']['name']} golden for {obs['case_id']}")
-        return Verdict(v.check, v.engine, v.case_id, v.outcome, v.message, v.details, MISSING_GOLDEN)
+        if is_oracle:
+            return _v(check, obs, FAIL, missing_reason or f"no golden of the oracle {obs['engine']['name']} for "
+                      f"{obs['case_id']}", cause=MISSING_GOLDEN)
+        return _v(check, obs, SKIP, f"no regression golden of {obs['engine']['name']} for {obs['case_id']} "
+                  f"(optional: an engine under test is judged against the oracles' numbers, not its own)")
     view = golden_view(obs, SUITE_SECTIONS[suite])
-    ge, ve = golden.get("engine", {}), view["engine"]
+    ge, ve = golden.get("engine") or {}, view["engine"]
     if ge.get("version") != ve.get("version"):
-        return _v(check, obs, FAIL, f"{source}: golden recorded with {_name(golden)}, but the live oracle is "
+        return _v(check, obs, FAIL, f"{source}: golden recorded with {_name(golden)}, but the live engine is "
                   f"{_name(view)}: re-record it for this version (--snapshot-update) or restore the pin")
     if golden.get("device_profile") != view.get("device_profile"):
         return _v(check, obs, FAIL, f"{source}: golden recorded on device profile {golden.get('device_profile')!r},"
@@ -99,8 +126,10 @@ def matches_golden(suite: str, obs: dict[str, Any], golden: dict[str, Any] | Non
                   f"live has {view.get('schema_version')!r}: re-record with --snapshot-update")
     diffs = json_diff(golden, view)
     if diffs:
+        advice = ("if upstream moved on purpose, re-record with --snapshot-update" if is_oracle else
+                  "a regression of the engine under test, unless the change is intended (then re-record)")
         return _v(check, obs, FAIL, f"{_name(view)} on {obs['case_id']} differs from its golden {source} "
-                  f"({len(diffs)} field(s)); if upstream moved on purpose, re-record with --snapshot-update", diffs)
+                  f"({len(diffs)} field(s)); {advice}", diffs)
     return _v(check, obs, PASS, f"equals its golden {source}")
 
 
@@ -112,31 +141,35 @@ def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec
     (`intended_differences`): then the engine's value must be the entry's `expected`, and for a
     status difference vLLM's status must still differ (a stale entry fails)."""
     check = "budget.parity_with_vllm"
+    me = obs["engine"]["name"]
     documented = _intended(case_spec, "vllm", "status")
     if documented:
         if obs["status"] != documented["expected"]:
             return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} "
-                      f"({documented['reason']}), but {obs['engine']['name']} says {obs['status']} [{source}]")
+                      f"({documented['reason']}), but {me} says {obs['status']}: {obs.get('message')} [{source}]")
         if vllm["status"] == obs["status"]:
             return _v(check, obs, FAIL, f"the case documents a status difference from vLLM that no longer exists: "
                       f"both say {obs['status']} [{source}]")
-        return _v(check, obs, PASS, f"documented difference: vLLM {vllm['status']}, {obs['engine']['name']} "
+        return _v(check, obs, PASS, f"documented difference: vLLM {vllm['status']}, {me} "
                   f"{obs['status']} ({documented['reason']}) [{source}]")
     if obs["status"] != vllm["status"]:
-        return _v(check, obs, FAIL, f"vLLM says {vllm['status']} ({vllm.get('message')}), {obs['engine']['name']} "
-                  f"says {obs['status']} ({obs.get('message')}) [{source}]")
+        return _v(check, obs, FAIL, f"status: vLLM says {vllm['status']} ({vllm.get('message') or 'no message'}), "
+                  f"{me} says {obs['status']} ({obs.get('message') or 'no message'}) [{source}]")
     if vllm["status"] != "ok":
         return _v(check, obs, PASS, f"both {vllm['status']} [{source}]")
-    problems: list[Any] = []
-    for d in json_diff({f: vllm["budget"][f] for f in BUDGET_FIELDS}, {f: obs["budget"][f] for f in BUDGET_FIELDS}):
+    mine_b, theirs_b = obs.get("budget") or {}, vllm.get("budget") or {}
+    problems: list[str] = []
+    for d in json_diff({f: theirs_b.get(f) for f in BUDGET_FIELDS}, {f: mine_b.get(f) for f in BUDGET_FIELDS}):
         entry = _intended(case_spec, "vllm", d.path)
+        unit = "seqs" if "seqs" in d.path else ("slots" if "slots" in d.path else "tokens")
         if entry is None:
-            problems.append(d)
+            problems.append(f"budget.{d.path}: vLLM {d.expected!r}, {me} {d.actual!r}{_by(d.actual, d.expected, unit)}")
         elif d.actual != entry["expected"]:
             problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} ({entry['reason']}), "
-                            f"got {d.actual!r}")
+                            f"{me} has {d.actual!r}")
     if problems:
-        return _v(check, obs, FAIL, f"budget differs from {_name(vllm)} on {obs['case_id']} [{source}]", problems)
+        return _v(check, obs, FAIL, f"{len(problems)} budget field(s) differ from {_name(vllm)} on {obs['case_id']}: "
+                  f"{problems[0]} [{source}]", problems)
     return _v(check, obs, PASS, f"every budget field equals {_name(vllm)} [{source}]")
 
 
@@ -159,81 +192,164 @@ def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], ca
     (`intended_differences`, engine sglang, field max_active_seqs): then the engine's figure must be
     the entry's `expected` and SGLang's must still be higher."""
     check = "budget.active_seqs_not_below_sglang"
+    me = obs["engine"]["name"]
     if sglang["status"] != "ok" or obs["status"] != "ok":
-        return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {obs['engine']['name']} {obs['status']}: "
-                  f"nothing comparable [{source}]")
-    mine, theirs = memory_admitted_seqs(obs), sglang["budget"]["max_active_seqs"]
+        return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {me} {obs['status']}: nothing comparable [{source}]")
+    mine, theirs = memory_admitted_seqs(obs), (sglang.get("budget") or {}).get("max_active_seqs")
     documented = _intended(case_spec, "sglang", "max_active_seqs")
     if documented:
         if mine != documented["expected"] or theirs is None or theirs <= mine:
-            return _v(check, obs, FAIL, f"the case documents {obs['engine']['name']} admitting "
-                      f"{documented['expected']} below SGLang ({documented['reason']}); now it admits {mine} and "
-                      f"SGLang runs {theirs} [{source}]")
+            return _v(check, obs, FAIL, f"the case documents {me} admitting {documented['expected']} below SGLang "
+                      f"({documented['reason']}); now it admits {mine} and SGLang runs {theirs} [{source}]")
         return _v(check, obs, PASS, f"documented difference: memory admits {mine}, SGLang runs {theirs} "
                   f"({documented['reason']}) [{source}]")
     if mine is None or theirs is None or mine < theirs:
-        return _v(check, obs, FAIL, f"{obs['engine']['name']}'s memory admits {mine} sequences where SGLang runs "
-                  f"{theirs} ({sglang.get('message') or 'no cap message'}) [{source}]")
+        return _v(check, obs, FAIL, f"{me}'s memory admits {mine} sequences (min of budget.max_num_seqs and "
+                  f"memory.max_concurrency) where SGLang runs {theirs}{_by(mine, theirs, 'seqs')} "
+                  f"({sglang.get('message') or 'no cap message'}) [{source}]")
     return _v(check, obs, PASS, f"memory admits {mine} sequences >= SGLang's {theirs} [{source}]")
 
 
 # --- memory suite -------------------------------------------------------------------------------
 
 def bounded_bytes(memory: dict[str, Any], case_spec: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
-    """The bytes the operator's bound must cover, and the categories counted: the pool's categories
-    for a KV-bytes bound; every category (weights, activations too) for gpu_memory_utilization."""
-    ledger = memory["ledger_bytes"]
-    cats = tuple(ledger) if "gpu_memory_utilization" in case_spec["memory"] else POOL_CATEGORIES
+    """The bytes the operator's bound must cover, and the categories counted: every category the
+    pool holds (all but weights / activations / workspace / CUDA context) for a KV-bytes bound;
+    every category for gpu_memory_utilization. Categories listed outside the bound count too: the
+    bound must cover them, whatever the engine says."""
+    ledger = memory.get("ledger_bytes") or {}
+    every = "gpu_memory_utilization" in case_spec["memory"]
+    cats = tuple(c for c in ledger if every or c not in NOT_UNDER_KV_BOUND)
     return sum(ledger.get(c) or 0 for c in cats), cats
 
 
 def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    """Nothing outside the operator's bound: `memory.outside_bound` is empty and the ledger's
+    categories under the bound sum to at most `memory.bound_bytes`."""
     check = "memory.inside_bound"
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
     mem = obs["memory"]
-    if mem["outside_bound"]:
-        return _v(check, obs, FAIL, f"allocations outside the operator's bound: {', '.join(mem['outside_bound'])}")
-    total, _ = bounded_bytes(mem, case_spec)
-    bound = mem["bound_bytes"]
-    if bound is None or total > bound:
-        over = "" if bound is None else f" by {total - bound} B"
-        return _v(check, obs, FAIL, f"ledger {total} B exceeds the bound {bound} B{over}: {mem['ledger_bytes']}")
+    ledger = mem.get("ledger_bytes") or {}
+    bound = mem.get("bound_bytes")
+    total, cats = bounded_bytes(mem, case_spec)
+    problems = []
+    if mem.get("outside_bound"):
+        outside = sum(ledger.get(c) or 0 for c in mem["outside_bound"])
+        parts = ", ".join(f"{c} {human_bytes(ledger.get(c))}" for c in mem["outside_bound"])
+        problems.append(f"memory.outside_bound: {parts} ({outside} B) allocated beside the pool, not counted by the "
+                        f"bound; vLLM draws every KV cache group from the one bounded allocation")
+    if bound is None:
+        problems.append("memory.bound_bytes is null: the engine did not say which bound it applied")
+    elif total > bound:
+        problems.append(f"memory.ledger_bytes ({', '.join(cats)}) sum to {total} B ({human_bytes(total)}), over "
+                        f"memory.bound_bytes {bound} B ({human_bytes(bound)}) by {total - bound} B "
+                        f"({human_bytes(total - bound)})")
+    if problems:
+        return _v(check, obs, FAIL, problems[0], problems)
     return _v(check, obs, PASS, f"ledger {total} B within the bound {bound} B")
 
 
-def seats_not_below_vllm(obs: dict[str, Any], vllm: dict[str, Any], source: str) -> Verdict:
-    check = "memory.seats_not_below_vllm"
-    if vllm["status"] != "ok":
-        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    """What the engine says a sequence costs, times the sequences it seats, fits in what its
+    ledger puts under the bound: `min(budget.max_num_seqs, floor(memory.max_concurrency))` x the
+    sum of `memory.per_sequence` bytes <= the ledger's categories under the bound. An engine that
+    keeps a per-request store (draft KV, say) out of its ledger fails here, from its own figures."""
+    check = "memory.ledger_holds_seats"
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
-    mine, theirs = obs["memory"]["max_concurrency"], vllm["memory"]["max_concurrency"]
-    if mine is None or theirs is None or mine < theirs:
-        return _v(check, obs, FAIL, f"{obs['engine']['name']} seats {mine} full-length sequences where vLLM seats "
-                  f"{theirs} in the same bytes [{source}]")
-    return _v(check, obs, PASS, f"seats {mine} >= vLLM's {theirs} [{source}]")
+    mem = obs["memory"]
+    per = mem.get("per_sequence") or {}
+    seats_f, asked = mem.get("max_concurrency"), (obs.get("budget") or {}).get("max_num_seqs")
+    if seats_f is None or asked is None:
+        return _v(check, obs, FAIL, f"memory.max_concurrency {seats_f!r} / budget.max_num_seqs {asked!r}: the engine "
+                  f"does not say how many sequences its pool seats")
+    seats = min(int(asked), math.floor(seats_f))
+    per_seq = sum(per.get(k) or 0 for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
+    need = seats * per_seq
+    ledger = mem.get("ledger_bytes") or {}
+    outside = set(mem.get("outside_bound") or ())
+    held, _ = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items() if c not in outside}}, case_spec)
+    if need > held:
+        lines = [f"{seats} seats x {per_seq} B per sequence (memory.per_sequence: attention {per.get('attention_kv_bytes')}"
+                 f", state {per.get('recurrent_state_bytes')}, draft {per.get('draft_kv_bytes')}) = {need} B "
+                 f"({human_bytes(need)})",
+                 f"the ledger holds {held} B ({human_bytes(held)}) under the bound: {need - held} B "
+                 f"({human_bytes(need - held)}) of what the seats need is not in the pool"]
+        return _v(check, obs, FAIL, f"memory.ledger_bytes cannot hold the {seats} sequences memory.max_concurrency "
+                  f"seats: short by {need - held} B ({human_bytes(need - held)}); a per-request store kept beside the "
+                  f"pool would look like this (only a live check measures what is really allocated)", lines)
+    return _v(check, obs, PASS, f"{seats} seats x {per_seq} B = {need} B within the {held} B the ledger holds")
+
+
+def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
+                             source: str) -> Verdict:
+    """A full-length sequence costs what it costs in vLLM: `memory.per_sequence` attention KV,
+    recurrent state and draft KV bytes and state slots equal vLLM's, exactly."""
+    check = "memory.per_sequence_equals_vllm"
+    me = obs["engine"]["name"]
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    if obs["status"] != "ok":
+        return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM plans: {obs.get('message')} [{source}]")
+    mine, theirs = obs["memory"].get("per_sequence") or {}, vllm["memory"].get("per_sequence") or {}
+    problems = []
+    for f in PER_SEQUENCE_FIELDS:
+        if mine.get(f) != theirs.get(f):
+            unit = "slots" if f == "state_slots" else "bytes"
+            problems.append(f"memory.per_sequence.{f}: vLLM {theirs.get(f)!r}, {me} {mine.get(f)!r}"
+                            f"{_by(mine.get(f), theirs.get(f), unit)}")
+    if problems:
+        return _v(check, obs, FAIL, f"a full-length sequence costs other than in {_name(vllm)}: {problems[0]} "
+                  f"[{source}]", problems)
+    return _v(check, obs, PASS, f"per-sequence attention, state, draft bytes and state slots equal vLLM's [{source}]")
+
+
+def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
+    """`memory.max_concurrency` equals vLLM's for the same bytes within SEATS_REL_TOLERANCE: fewer
+    seats is the two-pool bug; more seats means something a sequence needs was not counted."""
+    check = "memory.seats_equal_vllm"
+    me = obs["engine"]["name"]
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    if obs["status"] != "ok":
+        return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
+                  f"{obs.get('message')} [{source}]")
+    mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
+    if mine is None or theirs is None or abs(mine - theirs) > SEATS_REL_TOLERANCE * max(theirs, 1e-9):
+        why = ("fewer: the same bytes seat fewer full-length sequences (two pools, or padding vLLM does not take?)"
+               if mine is not None and theirs is not None and mine < theirs else
+               "more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count")
+        return _v(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences where vLLM seats "
+                  f"{theirs} in the same bytes{_by(mine, theirs, 'seats')}; {why} [{source}]")
+    return _v(check, obs, PASS, f"seats {mine} = vLLM's {theirs} (within {SEATS_REL_TOLERANCE:.1%}) [{source}]")
 
 
 def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], num_seqs: int, source: str) -> Verdict:
     """Where vLLM plans room for `num_seqs` concurrent full-length sequences, the engine seats them
     in the same bytes from one unified pool (bug 2)."""
     check = "memory.unified_pool_seats"
+    me = obs["engine"]["name"]
     if vllm["status"] != "ok" or (vllm["memory"]["max_concurrency"] or 0) < num_seqs:
         return _v(check, obs, FAIL, f"the case is meant to give vLLM room for {num_seqs} full-length sequences; "
                   f"vLLM: {vllm['status']} {(vllm.get('memory') or {}).get('max_concurrency')} [{source}]")
     if obs["status"] != "ok":
-        return _v(check, obs, FAIL, f"{obs['engine']['name']} {obs['status']}: {obs.get('message')}")
-    mem, budget = obs["memory"], obs["budget"]
+        return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']:.2f} "
+                  f"sequences in one unified pool: {obs.get('message')} [{source}]")
+    mem, budget = obs["memory"], obs.get("budget") or {}
     problems = []
-    if mem["pool"]["unified"] is not True:
-        problems.append(f"memory.pool.unified is {mem['pool']['unified']!r}, not one allocation")
-    if (budget["max_active_seqs"] or 0) < num_seqs:
-        problems.append(f"budget.max_active_seqs {budget['max_active_seqs']} < {num_seqs}")
-    if (mem["max_concurrency"] or 0) < num_seqs:
-        problems.append(f"memory.max_concurrency {mem['max_concurrency']} < {num_seqs}")
+    if (mem.get("pool") or {}).get("unified") is not True:
+        problems.append(f"memory.pool.unified is {(mem.get('pool') or {}).get('unified')!r}: not one allocation "
+                        f"(vLLM: every KV cache group aliases one allocation)")
+    if (budget.get("max_active_seqs") or 0) < num_seqs:
+        problems.append(f"budget.max_active_seqs {budget.get('max_active_seqs')} < {num_seqs} (vLLM "
+                        f"{vllm['budget']['max_active_seqs']})")
+    if (mem.get("max_concurrency") or 0) < num_seqs:
+        problems.append(f"memory.max_concurrency {mem.get('max_concurrency')} < {num_seqs} "
+                        f"(vLLM {vllm['memory']['max_concurrency']:.3f})")
     if problems:
-        return _v(check, obs, FAIL, f"does not seat {num_seqs} where vLLM does [{source}]", tuple(problems))
+        return _v(check, obs, FAIL, f"does not seat {num_seqs} where vLLM does: {problems[0]} [{source}]",
+                  tuple(problems))
     return _v(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} in one unified pool [{source}]")
 
 
@@ -241,21 +357,21 @@ def explains_short_seats(obs: dict[str, Any]) -> Verdict:
     """At a bound too small for max_num_seqs full-length sequences, the engine still plans and says
     how many it seats and why: its message states `seats N` with N < max_num_seqs and N within the
     pool's max_concurrency."""
-    import re
-
     check = "memory.explains_short_seats"
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
-    seats, asked = obs["memory"]["max_concurrency"], obs["budget"]["max_num_seqs"]
+    seats, asked = obs["memory"].get("max_concurrency"), (obs.get("budget") or {}).get("max_num_seqs")
     if seats is None or asked is None or seats >= asked:
         return _v(check, obs, SKIP, f"the pool holds max_num_seqs {asked} full-length sequences ({seats})")
     m = re.search(r"seats (\d+) full-length", obs.get("message") or "")
     if not m:
-        return _v(check, obs, FAIL, f"the pool holds {seats:.2f} full-length sequences of max_num_seqs {asked}, but "
-                  f"the observation does not say how many it seats: {obs.get('message')!r}")
+        return _v(check, obs, FAIL, f"memory.max_concurrency {seats:.2f} < budget.max_num_seqs {asked}, but the "
+                  f"observation's message does not say how many it seats ('seats N full-length ...'): "
+                  f"{obs.get('message')!r}")
     n = int(m.group(1))
     if not (n < asked and n <= seats):
-        return _v(check, obs, FAIL, f"says it seats {n}, inconsistent with max_concurrency {seats} / max_num_seqs {asked}")
+        return _v(check, obs, FAIL, f"says it seats {n}, inconsistent with memory.max_concurrency {seats} / "
+                  f"budget.max_num_seqs {asked}")
     return _v(check, obs, PASS, obs["message"])
 
 
@@ -267,48 +383,63 @@ def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
     for o in (small, large):
         if o["status"] != "ok":
             return _v(check, small, SKIP, f"{o['case_id']}: {o['status']}: {o.get('message')}")
-    problems = [f"{o['case_id']}: draft KV outside the bound" for o in (small, large)
-                if "draft_kv" in o["memory"]["outside_bound"]]
-    per_s, per_l = (o["memory"]["per_sequence"]["draft_kv_bytes"] for o in (small, large))
-    seqs_s, seqs_l = (o["budget"]["max_num_seqs"] for o in (small, large))
+    problems = [f"{o['case_id']}: memory.outside_bound lists draft_kv "
+                f"({human_bytes((o['memory'].get('ledger_bytes') or {}).get('draft_kv'))}): allocated beside the pool"
+                for o in (small, large) if "draft_kv" in (o["memory"].get("outside_bound") or ())]
+    per_s, per_l = ((o["memory"].get("per_sequence") or {}).get("draft_kv_bytes") for o in (small, large))
+    seqs_s, seqs_l = ((o.get("budget") or {}).get("max_num_seqs") for o in (small, large))
     if not per_s or per_s != per_l:
-        problems.append(f"a full-length sequence's draft KV differs: {per_s} vs {per_l}")
-    if not seqs_l > seqs_s:
-        problems.append(f"max_num_seqs does not grow: {seqs_s} -> {seqs_l}")
+        problems.append(f"memory.per_sequence.draft_kv_bytes of a full-length sequence differs: {per_s} vs {per_l}")
+    if not (seqs_s and seqs_l and seqs_l > seqs_s):
+        problems.append(f"budget.max_num_seqs does not grow: {seqs_s} -> {seqs_l}")
     figures = []
     for o in (small, large):
-        per = o["memory"]["per_sequence"]
-        seqs = o["budget"]["max_num_seqs"]
-        need = seqs * sum(per[k] or 0 for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
-        figures.append(f"{seqs} seqs: draft KV {seqs * (per['draft_kv_bytes'] or 0)} B, "
-                       f"all per-sequence state {need} B of the bound {o['memory']['bound_bytes']} B")
-        if o["memory"]["bound_bytes"] is None or need > o["memory"]["bound_bytes"]:
-            problems.append(f"{o['case_id']}: {seqs} full-length sequences need {need} B, over the bound")
+        per = o["memory"].get("per_sequence") or {}
+        seqs = (o.get("budget") or {}).get("max_num_seqs") or 0
+        need = seqs * sum(per.get(k) or 0 for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
+        bound = o["memory"].get("bound_bytes")
+        figures.append(f"{seqs} seqs: draft KV {seqs * (per.get('draft_kv_bytes') or 0)} B "
+                       f"({human_bytes(seqs * (per.get('draft_kv_bytes') or 0))}), all per-sequence state {need} B "
+                       f"of the bound {bound} B")
+        if bound is None or need > bound:
+            problems.append(f"{o['case_id']}: {seqs} full-length sequences need {need} B, over memory.bound_bytes "
+                            f"{bound} B" + (f" by {need - bound} B ({human_bytes(need - bound)})" if bound else ""))
     if problems:
-        return _v(check, small, FAIL, "draft KV does not scale inside the bound", tuple(problems + figures))
+        return _v(check, small, FAIL, f"draft KV does not scale inside the bound: {problems[0]}",
+                  tuple(problems + figures))
     return _v(check, small, PASS, "; ".join(figures), tuple(figures))
 
 
 # --- trace suite --------------------------------------------------------------------------------
 
-def steps_within_budget(obs: dict[str, Any]) -> Verdict:
+def steps_within_budget(obs: dict[str, Any], vllm: dict[str, Any] | None, source: str) -> Verdict:
+    """No step schedules more than the budget: each step's `total_num_scheduled_tokens` plus the
+    drafting slots reserved for its `num_scheduled_requests` stays within max_num_scheduled_tokens,
+    and its requests within max_active_seqs -- by the engine's own budget, and by vLLM's (its
+    budget and its drafting slots per request) when vLLM plans the case."""
     check = "trace.steps_within_budget"
     if obs["status"] != "ok" or not obs.get("trace"):
         return _v(check, obs, SKIP, f"{obs['status']}: no trace ({obs.get('message')})")
-    budget, steps = obs["budget"], obs["trace"]["steps"]
+    steps = obs["trace"]["steps"]
     if not steps:
-        return _v(check, obs, FAIL, "an ok trace has at least one step")
-    over = [f"step {i}: {s['total_num_scheduled_tokens']} tokens > max_num_scheduled_tokens "
-            f"{budget['max_num_scheduled_tokens']}" for i, s in enumerate(steps)
-            if budget["max_num_scheduled_tokens"] is not None
-            and s["total_num_scheduled_tokens"] > budget["max_num_scheduled_tokens"]]
-    crowded = [f"step {i}: {s['num_scheduled_requests']} requests > max_active_seqs {budget['max_active_seqs']}"
-               for i, s in enumerate(steps)
-               if budget["max_active_seqs"] is not None and s["num_scheduled_requests"] > budget["max_active_seqs"]]
-    if over or crowded:
-        return _v(check, obs, FAIL, f"{len(over)} step(s) over the token budget, {len(crowded)} over the "
-                  f"active-sequence cap", tuple(over + crowded))
-    return _v(check, obs, PASS, f"{len(steps)} steps within the budget")
+        return _v(check, obs, FAIL, "trace.steps is empty: an ok trace has at least one step")
+    budgets = [("its own budget", obs.get("budget") or {})]
+    if vllm is not None and vllm.get("status") == "ok" and vllm.get("budget"):
+        budgets.append((f"vLLM's budget [{source}]", vllm["budget"]))
+    problems = []
+    for label, b in budgets:
+        cap, slots, seats = b.get("max_num_scheduled_tokens"), b.get("drafting_slots_per_request") or 0, b.get("max_active_seqs")
+        for i, s in enumerate(steps):
+            charged = s["total_num_scheduled_tokens"] + slots * s["num_scheduled_requests"]
+            if cap is not None and charged > cap:
+                problems.append(f"step {i}: trace.steps[{i}].total_num_scheduled_tokens {s['total_num_scheduled_tokens']}"
+                                f" + {slots} drafting slots x {s['num_scheduled_requests']} requests = {charged} tokens "
+                                f"> max_num_scheduled_tokens {cap} of {label} by {charged - cap} tokens")
+            if seats is not None and s["num_scheduled_requests"] > seats:
+                problems.append(f"step {i}: {s['num_scheduled_requests']} requests > max_active_seqs {seats} of {label}")
+    if problems:
+        return _v(check, obs, FAIL, f"{len(problems)} step(s) over the step budget: {problems[0]}", problems)
+    return _v(check, obs, PASS, f"{len(steps)} steps within {' and '.join(label for label, _ in budgets)}")
 
 
 TRACE_DIFFERENCES = ("equal_until_first_preemption",)
@@ -320,10 +451,13 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
     `equal_until_first_preemption` checks equality through vLLM's first preempting step, and that
     the traces do differ after it (a stale entry fails)."""
     check = "trace.equals_vllm"
-    if vllm["status"] != "ok":
-        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    me = obs["engine"]["name"]
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+        return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} (status compared by "
+                  f"budget.parity_with_vllm) [{source}]")
     if obs["status"] != "ok" or not obs.get("trace"):
-        return _v(check, obs, FAIL, f"{obs['status']}: {obs.get('message')}")
+        return _v(check, obs, FAIL, f"{me} has no trace where vLLM schedules {len((vllm.get('trace') or {}).get('steps', []))}"
+                  f" steps: {obs['status']} {obs.get('message') or '(trace is null)'} [{source}]")
     mine = [{f: s[f] for f in STEP_FIELDS} for s in obs["trace"]["steps"]]
     theirs = [{f: s[f] for f in STEP_FIELDS} for s in (vllm.get("trace") or {}).get("steps", [])]
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
@@ -331,6 +465,16 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
         first = min(len(mine), len(theirs))
     documented = next((d for d in case_spec.get("intended_differences", [])
                        if d["engine"] == "vllm" and d["field"] == "trace"), None)
+
+    def at(i: int) -> tuple[str, ...]:
+        a = mine[i] if i < len(mine) else None
+        b = theirs[i] if i < len(theirs) else None
+        lines = [f"{me}: {a if a is not None else '(ended)'}", f"vllm: {b if b is not None else '(ended)'}"]
+        if a and b:
+            lines += [f"trace.steps[{i}].{f}: vLLM {b[f]}, {me} {a[f]} ({a[f] - b[f]:+d})" for f in STEP_FIELDS
+                      if a[f] != b[f]]
+        return tuple(lines)
+
     if documented:
         if documented["expected"] not in TRACE_DIFFERENCES:
             return _v(check, obs, FAIL, f"unknown documented trace difference {documented['expected']!r} "
@@ -341,53 +485,13 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
                       f"[{source}]")
         if first is not None and first <= preempt:
             return _v(check, obs, FAIL, f"traces differ at step {first}, before vLLM's first preemption at step "
-                      f"{preempt} [{source}]", (f"{obs['engine']['name']}: {mine[first] if first < len(mine) else None}",
-                                                f"vllm: {theirs[first] if first < len(theirs) else None}"))
+                      f"{preempt} [{source}]", at(first))
         if first is None:
             return _v(check, obs, FAIL, f"the case documents a trace difference after vLLM's preemption that no "
                       f"longer exists: the traces are equal [{source}]")
         return _v(check, obs, PASS, f"equal through vLLM's first preemption (step {preempt}), then differ from step "
                   f"{first} as documented: {documented['reason']} [{source}]")
     if first is not None:
-        return _v(check, obs, FAIL, f"trace differs from {_name(vllm)} first at step {first} [{source}]",
-                  (f"{obs['engine']['name']}: {mine[first] if first < len(mine) else '(ended)'}",
-                   f"vllm: {theirs[first] if first < len(theirs) else '(ended)'}"))
+        return _v(check, obs, FAIL, f"trace differs from {_name(vllm)} first at step {first} of {len(theirs)} "
+                  f"({len(mine)} steps in {me}'s) [{source}]", at(first))
     return _v(check, obs, PASS, f"{len(mine)} steps equal vLLM's [{source}]")
-
-
-# --- which check applies where ------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """A cross-engine check: applies to `engines` x cases matching `case_globs`; `against` names the
-    engine whose document (golden of `suite`, else live) it compares with, or None."""
-
-    name: str
-    suite: str
-    engines: tuple[str, ...]
-    against: str | None
-    run: Callable[..., Verdict]
-    case_globs: tuple[str, ...] = ("*",)
-
-    def applies(self, engine: str, case_id: str) -> bool:
-        return engine in self.engines and any(fnmatch.fnmatchcase(case_id, g) for g in self.case_globs)
-
-
-CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("budget.parity_with_vllm", "budget", ("reference",), "vllm",
-              lambda obs, other, spec, src: budget_parity_with_vllm(obs, other, spec, src)),
-    CheckSpec("budget.active_seqs_not_below_sglang", "budget", ("reference",), "sglang",
-              lambda obs, other, spec, src: active_seqs_not_below_sglang(obs, other, spec, src)),
-    CheckSpec("memory.inside_bound", "memory", ("reference",), None,
-              lambda obs, other, spec, src: inside_the_bound(obs, spec)),
-    CheckSpec("memory.seats_not_below_vllm", "memory", ("reference",), "vllm",
-              lambda obs, other, spec, src: seats_not_below_vllm(obs, other, src)),
-    CheckSpec("memory.unified_pool_seats", "memory", ("reference",), "vllm",
-              lambda obs, other, spec, src: unified_pool_seats(obs, other, 32, src), ("seed-unified-pool-c32-k8",)),
-    CheckSpec("memory.explains_short_seats", "memory", ("reference",), None,
-              lambda obs, other, spec, src: explains_short_seats(obs)),
-    CheckSpec("trace.steps_within_budget", "trace", ("reference", "vllm"), None,
-              lambda obs, other, spec, src: steps_within_budget(obs)),
-    CheckSpec("trace.equals_vllm", "trace", ("reference",), "vllm",
-              lambda obs, other, spec, src: trace_equals_vllm(obs, other, spec, src), ("tiny-*",)),
-)

@@ -75,6 +75,7 @@ class TargetShape:
     tie_word_embeddings: bool
     attn_output_gate: bool
     max_position_embeddings: int | None = None
+    mtp_num_hidden_layers: int = 0   # multi-token-prediction layers (the mtp method drafts with them)
 
     @property
     def num_params(self) -> int:
@@ -177,7 +178,8 @@ def read_target_shape(model_dir: Path | str) -> TargetShape:
         attention=_attention(data, path), gdn=gdn, dtype=_dtype(data, path),
         tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
         attn_output_gate=bool(data.get("attn_output_gate", False)),
-        max_position_embeddings=data.get("max_position_embeddings"))
+        max_position_embeddings=data.get("max_position_embeddings"),
+        mtp_num_hidden_layers=int(data.get("mtp_num_hidden_layers") or 0))
 
 
 def read_draft_shape(model_dir: Path | str) -> DraftShape:

@@ -84,8 +84,8 @@ def print_table(obs: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.adapters.manifest import load_manifest
-    from conformance.adapters.process import run_live
+    from conformance.harness.manifest import load_manifest
+    from conformance.harness.live import run_live
 
     manifest = load_manifest(args.manifest)
     case = find_case(args.case)

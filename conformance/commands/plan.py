@@ -11,25 +11,25 @@ import json
 import sys
 from pathlib import Path
 
-from conformance.adapters.runner import plan_cases
 from conformance.cases import find_case
-from conformance.engines import ENGINES, get_engine
+from conformance.harness.plan_runner import plan_cases
+from conformance.harness.registry import known_names, resolve_engine
 
 NAME = "plan"
 HELP = "plan cases on one engine and print the observations (JSON)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--engine", required=True, help=f"one of: {', '.join(ENGINES)}")
+    p.add_argument("--engine", required=True, help=f"a shipped engine ({', '.join(known_names())}) or a path to an engine file")
     p.add_argument("--case", action="append", required=True, help="case id or path to a case file (repeatable)")
     p.add_argument("--out", type=Path, help="also write the observations here (JSON lines)")
     p.add_argument("--log-dir", type=Path, help="keep the adapter's logs here")
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = get_engine(args.engine)
+    spec = resolve_engine(args.engine)
     cases = [find_case(ref) for ref in args.case]
-    if spec.kind == "oracle":
+    if spec.uses_venv:
         from conformance.envs import install
 
         install(spec, progress=lambda m: print(m, file=sys.stderr, flush=True))

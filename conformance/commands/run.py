@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from conformance.engines import ENGINES
+from conformance.harness.registry import known_names
 from conformance.job.execute import RunOptions, run_job
 from conformance.job.selection import DEFAULT_SELECTION
 
@@ -25,7 +25,7 @@ HELP = "run the parity matrix on every available engine and write the HTML repor
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", nargs="+", metavar="GLOB", default=[],
                    help=f"case id globs or case files (default: {DEFAULT_SELECTION.describe()})")
-    p.add_argument("--engines", metavar="LIST", help=f"comma list (default: all of {', '.join(ENGINES)})")
+    p.add_argument("--engines", metavar="LIST", help=f"comma list of engine names or engine files (default: all of {', '.join(known_names())})")
     p.add_argument("--out", type=Path, metavar="DIR",
                    help="reports directory (default reports/): writes DIR/<run-id>/ and DIR/latest")
     p.add_argument("--no-build", action="store_true",

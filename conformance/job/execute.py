@@ -20,9 +20,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from conformance import observation
-from conformance.adapters.runner import plan_cases
 from conformance.cases import Case
-from conformance.engines import EngineSpec, get_engine
+from conformance.harness.engine_file import EngineFile
+from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError
 from conformance.job import rundir
 from conformance.job.summary import print_summary
@@ -51,9 +51,9 @@ def _meta(run_dir: Path, selection: str, cases: Sequence[Case], engines: list[di
             "cases": [{"id": c.id, "digest": c.digest(), "source": str(c.path), "spec": c.spec} for c in cases]}
 
 
-def _prepare(spec: EngineSpec, no_build: bool, say) -> tuple[str, str]:
+def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
     """(state, note) of an engine before planning: planned | skipped | failed."""
-    if spec.kind != "oracle":
+    if not spec.uses_venv:
         return "planned", ""
     from conformance.envs import install, oracle_env
 
@@ -73,11 +73,13 @@ def run_job(options: RunOptions, console: Console) -> int:
     from conformance.job.selection import select_cases, select_engines
 
     cases, selection = select_cases(list(options.case_patterns), options.cases_dir)
-    names = select_engines(options.engines)
+    specs = select_engines(options.engines)
+    names = [s.name for s in specs]
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
     run_dir = rundir.new_run_dir(reports_root)
     started = _stamp()
-    engines = [{"name": n, "version": get_engine(n).version_pin, "state": "pending", "note": ""} for n in names]
+    engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
+                "path": str(s.path), "state": "pending", "note": ""} for s in specs]
     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, _meta(run_dir, selection, cases, engines, started))
     console.print(f"conformance run {escape(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
                   f"· selection: {escape(selection)} -> {escape(str(run_dir))}")
@@ -87,8 +89,8 @@ def run_job(options: RunOptions, console: Console) -> int:
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=console) as progress:
             tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
-            for entry in engines:
-                _run_engine(entry, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+            for entry, spec in zip(engines, specs):
+                _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
                 rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
                                          _meta(run_dir, selection, cases, engines, started))
     except KeyboardInterrupt:
@@ -108,9 +110,8 @@ def run_job(options: RunOptions, console: Console) -> int:
     return 1 if failed_run(report) else 0
 
 
-def _run_engine(entry: dict[str, Any], cases: Sequence[Case], no_build: bool, run_dir: Path,
+def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], no_build: bool, run_dir: Path,
                 log: rundir.ObservationLog, progress: Progress, task) -> None:
-    spec = get_engine(entry["name"])
     say = lambda m: progress.console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
     progress.update(task, description=f"{spec.name}: preparing")
     entry["state"] = "running"
@@ -132,7 +133,7 @@ def _run_engine(entry: dict[str, Any], cases: Sequence[Case], no_build: bool, ru
 
     if state == "failed":
         for case in cases:
-            arrived(observation.failed(case.id, spec.name, spec.version_pin or "unknown", "plan",
+            arrived(observation.failed(case.id, spec.name, spec.resolved_version, "plan",
                                        case.spec["device"], "error", f"{spec.name}: {note}"))
         return
     progress.update(task, description=f"{spec.name}: planning")

@@ -1,58 +1,40 @@
-"""Judge one case's observations on every engine with the suites' rules (`conformance.verdicts`).
+"""Judge a run's observations with the check table (`conformance.check_table`), as the suites do.
 
-Contract: `judge_case(case_spec, observations)` returns every applicable `Verdict`:
-- each engine in `GOLDEN_ENGINES` against its own golden, per suite (a missing golden fails);
-- each `verdicts.CHECKS` entry that applies to (engine, case). A check that compares with another
-  engine uses that engine's golden of the check's suite (as the suites do); when no golden exists
-  it uses the other engine's live observation from this run and says so; with neither, it fails.
+Contract: `judge_observations(case_specs, observations, roles)` returns every applicable `Verdict`
+of the run (`check_table.judge_run`); `roles_from_meta(meta, names)` gives each engine's role as
+the run recorded it, resolving an engine the run did not record by its file (an engine whose role
+cannot be found is judged as under test: nothing passes for want of a role).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Any, Iterable, Mapping
 
-from conformance.engines import ORACLES
-from conformance.goldens import GoldenFormatError, find_golden
-from conformance.verdicts import CHECKS, FAIL, MISSING_GOLDEN, SUITE_SECTIONS, Verdict, matches_golden
-
-# Engines whose live observation is checked against its recorded golden in the job: the oracles
-# (did upstream move?). The engine under test is compared with the oracles instead.
-GOLDEN_ENGINES: tuple[str, ...] = ORACLES
-
-GoldenLookup = Callable[[str, str, str], dict[str, Any]]   # (suite, engine, case_id) -> golden; raises
+from conformance.check_table import UNDER_TEST, GoldenLookup, judge_run
+from conformance.verdicts import Verdict
 
 
-def _golden(lookup: GoldenLookup, suite: str, engine: str, case_id: str) -> tuple[dict[str, Any] | None, str]:
-    try:
-        return lookup(suite, engine, case_id), f"{engine} golden in goldens/{suite}"
-    except GoldenFormatError as exc:
-        return None, str(exc)
+def roles_from_meta(meta: Mapping[str, Any] | None, names: Iterable[str]) -> dict[str, str]:
+    roles = {e["name"]: e["role"] for e in (meta or {}).get("engines", []) if e.get("role")}
+    for name in names:
+        if name not in roles:
+            from conformance.errors import ConformanceError
+            from conformance.harness.registry import resolve_engine
+
+            try:
+                roles[name] = resolve_engine(name).role
+            except ConformanceError:
+                roles[name] = UNDER_TEST
+    return roles
+
+
+def judge_observations(case_specs: Iterable[Mapping[str, Any]], observations: Mapping[tuple[str, str], dict[str, Any]],
+                       roles: Mapping[str, str], lookup: GoldenLookup | None = None) -> list[Verdict]:
+    return judge_run(list(case_specs), observations, roles, lookup)
 
 
 def judge_case(case_spec: Mapping[str, Any], observations: Mapping[str, dict[str, Any]],
-               lookup: GoldenLookup = find_golden) -> list[Verdict]:
-    case_id = case_spec["id"]
-    spec = dict(case_spec)
-    out: list[Verdict] = []
-    for engine, obs in observations.items():
-        if engine in GOLDEN_ENGINES:
-            for suite in SUITE_SECTIONS:
-                golden, source = _golden(lookup, suite, engine, case_id)
-                out.append(matches_golden(suite, obs, golden, source, missing_reason=source))
-        for check in CHECKS:
-            if not check.applies(engine, case_id):
-                continue
-            other, source = None, ""
-            if check.against:
-                other, why = _golden(lookup, check.suite, check.against, case_id)
-                source = why
-                if other is None and check.against in observations:
-                    other = observations[check.against]
-                    source = f"live {check.against} {other['engine']['version']} of this run, no golden"
-                if other is None:
-                    out.append(Verdict(check.name, engine, case_id, FAIL,
-                                       f"nothing to compare with: {why}; and {check.against} was not planned "
-                                       f"in this run", cause=MISSING_GOLDEN))
-                    continue
-            out.append(check.run(obs, other, spec, source))
-    return out
+               roles: Mapping[str, str] | None = None, lookup: GoldenLookup | None = None) -> list[Verdict]:
+    """One case's verdicts, `observations` by engine (cross-case checks skip: their partner is absent)."""
+    by_key = {(case_spec["id"], e): o for e, o in observations.items()}
+    return judge_run([case_spec], by_key, roles or roles_from_meta(None, observations), lookup)

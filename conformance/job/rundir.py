@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.errors import ConformanceError
-from conformance.job.judge import judge_case
+from conformance.job.judge import judge_observations, roles_from_meta
 from conformance.observation import ObservationError, validate
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 
@@ -124,7 +124,7 @@ def _engine_entries(meta: dict[str, Any] | None, observations: list[dict[str, An
         versions.setdefault(obs["engine"]["name"], obs["engine"]["version"])
     if meta and meta.get("engines"):
         return [EngineEntry(e["name"], versions.get(e["name"], e.get("version")), e.get("state", "planned"),
-                            e.get("note", "")) for e in meta["engines"]]
+                            e.get("note", ""), e.get("role"), tuple(e.get("defects") or ())) for e in meta["engines"]]
     return [EngineEntry(name, version, "planned") for name, version in versions.items()]
 
 
@@ -137,10 +137,8 @@ def load_report(run_dir: Path) -> RunReport:
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for obs in observations:   # a case planned twice (a retried engine): the last observation wins
         by_key[(obs["case_id"], obs["engine"]["name"])] = obs
-    verdicts = []
-    for case in cases:
-        here = {e.name: by_key[(case.id, e.name)] for e in engines if (case.id, e.name) in by_key}
-        verdicts += judge_case(case.spec, here)
+    roles = roles_from_meta(meta, [e.name for e in engines])
+    verdicts = judge_observations([dict(c.spec, id=c.id) for c in cases], by_key, roles)
     meta = meta or {}
     return RunReport(
         run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(engines), cases=tuple(cases),

@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Sequence
 
 from conformance.cases import Case, load_all, load_case, select
-from conformance.engines import ENGINES, get_engine
 from conformance.errors import ConformanceError
+from conformance.harness.engine_file import EngineFile
+from conformance.harness.registry import resolve_engines
 
 
 @dataclass(frozen=True)
@@ -54,13 +55,6 @@ def select_cases(patterns: Sequence[str] | None, directory: Path | None = None) 
     return cases, described
 
 
-def select_engines(names: str | None) -> list[str]:
-    """A comma list of engine names (default: every known engine, the reference first)."""
-    if not names:
-        return list(ENGINES)
-    wanted = [n.strip() for n in names.split(",") if n.strip()]
-    for n in wanted:
-        get_engine(n)   # raises UnknownEngineError naming the known engines
-    if not wanted:
-        raise ConformanceError("--engines: no engine named")
-    return list(dict.fromkeys(wanted))
+def select_engines(refs: str | None) -> list[EngineFile]:
+    """A comma list of engine names or engine files (default: every known engine, the reference first)."""
+    return resolve_engines(refs)

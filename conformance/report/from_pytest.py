@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance.engines import ENGINES
 from conformance.errors import ConformanceError
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 from conformance.report.render import write_html
@@ -30,6 +29,10 @@ def _check_name(nodeid: str) -> str:
 
 
 def _verdict(result: dict[str, Any]) -> Verdict:
+    if result.get("verdict"):   # a table or golden test: the verdict it recorded
+        d = result["verdict"]
+        return Verdict(d["check"], d["engine"], d["case_id"], d["outcome"], d["message"], tuple(d["details"]),
+                       d.get("cause", ""))
     lines = [l for l in (result.get("message") or "").splitlines() if l.strip()]
     message = lines[-1] if lines else ""
     return Verdict(_check_name(result["nodeid"]), result["engine"], result["case_id"],
@@ -47,16 +50,17 @@ def _case_specs(case_ids: Iterable[str], cases_dir: str | None) -> list[CaseEntr
 
 
 def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = None,
-                        origin: str = "pytest") -> RunReport:
+                        origin: str = "pytest", roles: dict[str, str] | None = None) -> RunReport:
     mine = [r for r in results if r.get("engine") and r.get("case_id")]
     observations: dict[tuple[str, str], dict[str, Any]] = {}
     for r in mine:
         if r.get("observation"):
             observations[(r["case_id"], r["engine"])] = r["observation"]
     case_ids = list(dict.fromkeys(r["case_id"] for r in mine))
-    engine_names = sorted({r["engine"] for r in mine}, key=lambda n: (list(ENGINES).index(n) if n in ENGINES else 99, n))
+    engine_names = list(dict.fromkeys(r["engine"] for r in mine))
     versions = {e: o["engine"]["version"] for (_, e), o in observations.items()}
-    engines = [EngineEntry(n, versions.get(n), "planned") for n in engine_names]
+    roles = roles or {}
+    engines = [EngineEntry(n, versions.get(n), "planned", role=roles.get(n)) for n in engine_names]
     return RunReport(
         run_id=time.strftime("%Y%m%d-%H%M%S"), title="DFlash parity report", engines=tuple(engines),
         cases=tuple(_case_specs(case_ids, cases_dir)), observations=observations,

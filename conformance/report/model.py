@@ -27,6 +27,8 @@ class EngineEntry:
     version: str | None
     state: str                      # planned | skipped | failed (its environment could not be built)
     note: str = ""
+    role: str | None = None         # oracle | under-test (None: a run that did not record it)
+    defects: tuple[str, ...] = ()   # the defects its engine file switches on (a stand-in port)
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from conformance.report import charts
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
-from conformance.verdicts import BUDGET_FIELDS
+from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")
 POOL_FIELDS = ("num_blocks", "block_size_tokens", "page_size_bytes", "unified")
-BASELINE_ENGINE = "vllm"
-# Ledger categories a KV-bytes bound does not cover (drawn only with a gpu_memory_utilization bound);
-# every other category is drawn inside the bound, unless the engine lists it in outside_bound.
-NOT_UNDER_KV_BOUND = ("weights", "activations", "workspace")
 
 
 def _environment() -> Environment:
@@ -41,10 +37,16 @@ def _plain(v: Any) -> Any:
     return round(v, 3) if isinstance(v, float) else v
 
 
-def _compare_row(label: str, values: dict[str, Any], fmt=_plain) -> dict[str, Any]:
-    """One table row: a cell per engine, marked where it differs from the baseline (vLLM, else the first)."""
+def baseline_engine(report: RunReport) -> str | None:
+    """The engine other engines' cells are marked against: the run's first oracle, else its first engine."""
+    engines = report.matrix_engines
+    return next((e.name for e in engines if e.role == "oracle"), engines[0].name if engines else None)
+
+
+def _compare_row(label: str, values: dict[str, Any], fmt=_plain, baseline: str | None = None) -> dict[str, Any]:
+    """One table row: a cell per engine, marked where it differs from the baseline engine (else the first)."""
     present = {e: v for e, v in values.items() if v is not None}
-    base_engine = BASELINE_ENGINE if BASELINE_ENGINE in present else next(iter(present), None)
+    base_engine = baseline if baseline in present else next(iter(present), None)
     base = present.get(base_engine) if base_engine else None
     cells = []
     for engine, value in values.items():
@@ -75,17 +77,19 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
     obs = {e: report.observation(case.id, e) for e in engines}
     budgets = {e: _ok(o, "budget") for e, o in obs.items()}
     memories = {e: _ok(o, "memory") for e, o in obs.items()}
-    budget_rows = [_compare_row(f, {e: (b or {}).get(f) for e, b in budgets.items()}) for f in BUDGET_FIELDS] \
+    base = baseline_engine(report)
+    row = lambda label, values, fmt=_plain: _compare_row(label, values, fmt, base)  # noqa: E731
+    budget_rows = [row(f, {e: (b or {}).get(f) for e, b in budgets.items()}) for f in BUDGET_FIELDS] \
         if any(budgets.values()) else []
     seat_rows = []
     if any(memories.values()):
-        seat_rows += [_compare_row("max_concurrency", {e: (m or {}).get("max_concurrency") for e, m in memories.items()})]
-        seat_rows += [_compare_row(f, {e: ((m or {}).get("per_sequence") or {}).get(f) for e, m in memories.items()},
+        seat_rows += [row("max_concurrency", {e: (m or {}).get("max_concurrency") for e, m in memories.items()})]
+        seat_rows += [row(f, {e: ((m or {}).get("per_sequence") or {}).get(f) for e, m in memories.items()},
                                    charts.human_bytes if f.endswith("_bytes") else _plain)
                       for f in PER_SEQUENCE_FIELDS]
-        seat_rows += [_compare_row(f"pool.{f}", {e: ((m or {}).get("pool") or {}).get(f) for e, m in memories.items()})
+        seat_rows += [row(f"pool.{f}", {e: ((m or {}).get("pool") or {}).get(f) for e, m in memories.items()})
                       for f in POOL_FIELDS]
-        seat_rows += [_compare_row("bound_bytes", {e: (m or {}).get("bound_bytes") for e, m in memories.items()},
+        seat_rows += [row("bound_bytes", {e: (m or {}).get("bound_bytes") for e, m in memories.items()},
                                    charts.human_bytes)]
     bars, not_bounded = [], {}
     for e, m in memories.items():

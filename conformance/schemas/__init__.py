@@ -1,4 +1,4 @@
-"""JSON schemas of the framework's two documents: cases and observations."""
+"""JSON schemas of the framework's documents: cases, observations, engine files and live manifests."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ SCHEMAS_DIR = Path(__file__).resolve().parent
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """`name` is 'case' or 'observation'. Pure function of the shipped file (cached)."""
+    """`name` is 'case', 'observation', 'engine' or 'manifest'. Pure function of the shipped file (cached)."""
     return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
 
 

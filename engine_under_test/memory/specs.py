@@ -122,4 +122,9 @@ def build_layer_specs(cfg: EngineConfig, target: TargetShape, draft: DraftShape 
                 f"{block} tokens) differs from the target's ({page} bytes): one unified page size is required")
         for i in range(draft.num_layers):
             specs[draft_layer_name(i)] = draft_attn
+    elif cfg.speculative_config is not None and cfg.speculative_config.method == "mtp":
+        # NOTE: mtp drafts with the target's own MTP layers; vLLM 0.33 plans their KV as draft
+        # attention layers of the target's geometry, in the pool like every other layer.
+        for i in range(target.mtp_num_hidden_layers):
+            specs[draft_layer_name(i)] = target_attn
     return specs

@@ -1,25 +1,7 @@
-"""Budget suite: see README.md for the pass criteria (judged by conformance.verdicts)."""
+"""Budget suite: see README.md for the pass criteria. Generated from conformance.check_table, the table
+`conformance run` judges by, so the suite and the job cannot disagree."""
 
-from __future__ import annotations
+from conformance.suite import golden_test, table_test
 
-import pytest
-
-from conformance import verdicts
-from conformance.expect import expect, golden_of
-from conformance.goldens import check_golden, golden_view
-
-
-def test_budget_golden(engine, case, observation, golden):
-    check_golden(golden, golden_view(observation, ["budget"]))
-
-
-@pytest.mark.engines("reference")
-def test_budget_parity_with_vllm(engine, case, observation):
-    expect(verdicts.budget_parity_with_vllm(observation, golden_of("budget", "vllm", case.id), case.spec,
-                                            "vLLM golden"))
-
-
-@pytest.mark.engines("reference")
-def test_active_seqs_not_below_sglang(engine, case, observation):
-    expect(verdicts.active_seqs_not_below_sglang(observation, golden_of("budget", "sglang", case.id), case.spec,
-                                                 "SGLang golden"))
+test_budget_golden = golden_test("budget")
+test_budget_checks = table_test("budget")

@@ -19,7 +19,7 @@ import time
 from typing import Any, Callable
 
 from conformance import observation
-from conformance.adapters.hardware import describe
+from conformance.harness.hardware import describe
 from conformance.loadgen import Workload
 
 GDN_KERNELS = ("causal_conv1d_fn", "causal_conv1d_update", "chunk_gated_delta_rule", "recurrent_gated_delta_rule")

@@ -29,9 +29,9 @@ from typing import Any, Mapping
 import yaml
 
 from conformance import observation, paths
-from conformance.adapters.hardware import describe
-from conformance.adapters.manifest import load_manifest
-from conformance.adapters.process import run_live
+from conformance.harness.hardware import describe
+from conformance.harness.manifest import load_manifest
+from conformance.harness.live import run_live
 from conformance.cases import load_case
 from conformance.loadgen import LoadgenSettings, Workload
 from conformance.loadgen.compare import throughput_ratios

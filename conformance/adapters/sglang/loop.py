@@ -18,6 +18,10 @@ from collections import deque
 from typing import Any
 
 
+class TraceError(RuntimeError):
+    """The loop passed its step bound, or SGLang scheduled nothing with work waiting."""
+
+
 class Loop:
     def __init__(self, server_args: Any, sizing: Any, pools: Any, tree_cache: Any, acceptance: Any,
                  num_draft_tokens: int, token_rng: Any, vocab: int):
@@ -59,7 +63,7 @@ class Loop:
         self.last_batch = None
         self.queue: deque = deque()
         self.steps: list[dict[str, Any]] = []
-        from conformance.adapters.sglang_results import build_processor
+        from conformance.adapters.sglang.results import build_processor
 
         self.processor = build_processor(self)
 
@@ -208,7 +212,7 @@ class Loop:
     # ---- run + result processing --------------------------------------------------------------
     def launch(self, batch: Any, step_index: int) -> None:
         """The stand-in forward: its result, and the batch copy the overlap Scheduler queues with it."""
-        from conformance.adapters import sglang_results
+        from conformance.adapters.sglang import results as sglang_results
 
         bs = batch.batch_size()
         if batch.forward_mode.is_extend():
@@ -235,7 +239,6 @@ class Loop:
     def run(self, max_steps: int) -> list[dict[str, Any]]:
         from sglang.srt.environ import envs
 
-        from conformance.adapters.sglang_trace import TraceError
 
         consecutive_prefill_sync = bool(envs.SGLANG_DISABLE_CONSECUTIVE_PREFILL_OVERLAP.get())
         while self.waiting or not self.running.is_empty() or self.queue or self.chunked_req is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conformance.adapters.sglang_knobs import ALGORITHMS, EAGLE_STYLE, KV_CACHE_DTYPES
+from conformance.adapters.sglang.knobs import ALGORITHMS, EAGLE_STYLE, KV_CACHE_DTYPES
 
 EXTRA_PLACEHOLDERS = {
     "sglang_algorithm": "sglang_knobs.ALGORITHMS[speculative.method]",

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from conformance.adapters.vllm_config import BuiltConfig, PlanModeLimit
+from conformance.adapters.vllm.config import BuiltConfig, PlanModeLimit
 
 FUNCTIONS = (
     "vllm.v1.core.single_type_kv_cache_manager.register_all_kvcache_specs",

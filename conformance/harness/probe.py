@@ -1,6 +1,6 @@
 """The adapter entry point run inside an engine's own environment.
 
-    python -m conformance.probe --adapter MODULE --cases CASES.json --out OBS.jsonl
+    python -m conformance.harness.probe --adapter MODULE --cases CASES.json --out OBS.jsonl
 
 Reads a JSON list of cases (`Case.to_json()`), calls the adapter's `plan(case)` for each,
 validates each observation against the project's schema in this process, and appends one JSON
@@ -33,7 +33,7 @@ def _error_obs(adapter: Any, case: dict, message: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="conformance.probe")
+    ap = argparse.ArgumentParser(prog="conformance.harness.probe")
     ap.add_argument("--adapter", required=True, help="in-env adapter module (see conformance.engines)")
     ap.add_argument("--cases", required=True, help="JSON file: a list of cases")
     ap.add_argument("--out", required=True, help="JSONL file to append observations to")

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
 from conformance import paths
 from conformance.errors import ConformanceError
 from conformance.loadgen.settings import MetricNames
 from conformance.schemas import error_lines
+from conformance.yaml_file import YamlFileError, read_yaml
 
 MANIFESTS_DIR = paths.PACKAGE_DIR / "manifests"
 
@@ -105,11 +104,25 @@ def _templates(doc: dict[str, Any]):
 def load_manifest(ref: str | Path) -> Manifest:
     path = find_manifest(ref)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ManifestError([f"{path}: cannot read: {exc.strerror or exc}"]) from None
-    except yaml.YAMLError as exc:
-        raise ManifestError([f"{path}: (root): not valid YAML: {getattr(exc, 'problem', None) or exc}"]) from None
+        doc = read_yaml(path, "manifest")
+    except YamlFileError as exc:
+        raise ManifestError(exc.problems) from None
+    return manifest_from_doc(doc, path)
+
+
+def manifest_from_engine_file(live: Any, engine_file: Path, engine: str) -> Manifest:
+    """The `live:` section of an engine file: `{manifest: NAME-or-path}` (a path relative to the
+    engine file), or a manifest inline (its `engine` defaults to the engine file's name)."""
+    if isinstance(live, dict) and set(live) == {"manifest"}:
+        ref = str(live["manifest"])
+        candidate = engine_file.parent / ref
+        return load_manifest(candidate if candidate.is_file() else ref)
+    if isinstance(live, dict):
+        live = {"engine": engine, **live}
+    return manifest_from_doc(live, engine_file)
+
+
+def manifest_from_doc(doc: Any, path: Path) -> Manifest:
     if not isinstance(doc, dict):
         raise ManifestError([f"{path}: (root): a manifest must be a YAML mapping"])
     problems = error_lines("manifest", doc, str(path))

@@ -57,7 +57,7 @@ def _is_refusal(exc: BaseException) -> bool:
 
 
 def plan(case: dict[str, Any]) -> dict[str, Any]:
-    from conformance.adapters import vllm_config, vllm_kv, vllm_memory, vllm_trace
+    from conformance.adapters.vllm import config as vllm_config, kv as vllm_kv, memory as vllm_memory, trace as vllm_trace
 
     if "kv_cache_bytes" not in case["memory"]:
         return _refused(case, (

@@ -1,7 +1,9 @@
-"""Start an engine's plan adapter as a subprocess and collect one observation per case.
+"""Plan cases on one engine, whatever its plan kind, and collect one observation per case.
 
 Contract: `plan_cases(engine, cases)` returns exactly one schema-valid observation per case, in
-case order, whatever the adapter process does. A crash, a hang past its timeout, an OOM kill,
+case order, whatever the engine's process does. Module plans run `conformance.harness.probe` in
+the engine's environment, many cases a process; command and log plans (`harness.plan_command`)
+run one process a case. Every observation carries the engine file's name. A crash, a hang past its timeout, an OOM kill,
 non-JSON or schema-invalid output, or an exit with nothing written each become an `error`
 observation with the cause and the tail of the process's log; the remaining cases are planned
 in a fresh process. `on_observation` is called as each observation arrives, so callers can
@@ -12,8 +14,8 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,52 +23,39 @@ from typing import Any, Callable, Sequence
 
 from conformance import observation, paths
 from conformance.cases import Case
-from conformance.engines import EngineSpec, get_engine
+from conformance.harness.engine_file import EngineFile, ModulePlan
+from conformance.harness.accept import accept_document, fail
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, tail
 
-LOG_TAIL_LINES = 25
 POLL_S = 0.1
 
 OnObservation = Callable[[dict[str, Any]], None]
 
 
-def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return "(no log)"
-    return "\n".join(lines[-n:]) or "(log is empty)"
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        hint = " (killed: out of memory?)" if -code == signal.SIGKILL else ""
-        return f"was killed by {name}{hint}"
-    return f"exited with code {code}"
-
-
-def _process_env(spec: EngineSpec) -> dict[str, str]:
-    if spec.kind == "oracle":
+def _process_env(spec: EngineFile) -> dict[str, str]:
+    if spec.uses_venv:
         from conformance.envs import oracle_process_env
 
         return oracle_process_env(spec)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
+    env.update({k: v for k, v in spec.plan.env.items() if v is not None})
     return env
 
 
-def _engine_version(spec: EngineSpec) -> str:
-    return spec.version_pin or "unknown"
+def _python(spec: EngineFile) -> Path:
+    if spec.uses_venv:
+        from conformance.envs import oracle_env
+
+        return oracle_env(spec).python
+    return Path(sys.executable)
 
 
 class _Chunk:
     """One adapter process over a list of cases."""
 
-    def __init__(self, spec: EngineSpec, cases: Sequence[Case], workdir: Path, index: int,
+    def __init__(self, spec: EngineFile, cases: Sequence[Case], workdir: Path, index: int,
                  python: Path, argv_prefix: Sequence[str] | None = None):
         self.spec, self.cases, self.index = spec, list(cases), index
         self.cases_file = workdir / f"{spec.name}-{index}.cases.json"
@@ -74,26 +63,8 @@ class _Chunk:
         self.log_file = workdir / f"{spec.name}-{index}.log"
         self.cases_file.write_text(json.dumps([c.to_json() for c in self.cases]))
         self.out_file.write_text("")
-        self.argv = list(argv_prefix or [str(python), "-m", "conformance.probe", "--adapter", spec.plan_module]) + [
+        self.argv = list(argv_prefix or [str(python), "-m", "conformance.harness.probe", "--adapter", spec.plan.module]) + [
             "--cases", str(self.cases_file), "--out", str(self.out_file)]
-
-
-def _fail(spec: EngineSpec, case: Case, message: str) -> dict[str, Any]:
-    return observation.failed(case.id, spec.name, _engine_version(spec), "plan", case.spec["device"], "error", message)
-
-
-def _accept_line(spec: EngineSpec, case: Case, line: str, source: str) -> dict[str, Any]:
-    try:
-        obs = json.loads(line)
-    except json.JSONDecodeError as exc:
-        return _fail(spec, case, f"{source}: adapter wrote a line that is not JSON ({exc.msg}): {line[:200]!r}")
-    try:
-        observation.validate(obs, source)
-    except observation.ObservationError as exc:
-        return _fail(spec, case, f"adapter wrote a schema-invalid observation:\n{exc}")
-    if obs.get("case_id") != case.id:
-        return _fail(spec, case, f"{source}: adapter answered case {obs.get('case_id')!r} where {case.id!r} was due")
-    return obs
 
 
 def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any]], list[Case]]:
@@ -101,17 +72,17 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     spec = chunk.spec
     results: list[dict[str, Any]] = []
     with chunk.log_file.open("w") as log:
-        log.write(f"$ {' '.join(chunk.argv)}\n")
+        log.write(argv_line(chunk.argv) + "\n")
         log.flush()
         try:
             proc = subprocess.Popen(chunk.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     env=_process_env(spec), cwd=str(paths.REPO_ROOT), start_new_session=True)
         except OSError as exc:
-            obs = [_fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
+            obs = [fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
             for o in obs:
                 on_obs(o)
             return obs, []
-    deadline = time.monotonic() + spec.startup_timeout_s + spec.per_case_timeout_s
+    deadline = time.monotonic() + spec.plan.startup_timeout_s + spec.plan.per_case_timeout_s
     offset, pending = 0, ""
     timed_out = False
     try:
@@ -124,10 +95,10 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
                     if not line.strip():
                         continue
                     case = chunk.cases[len(results)]
-                    obs = _accept_line(spec, case, line, f"{spec.name} adapter ({chunk.out_file.name} line {len(results) + 1})")
+                    obs = accept_document(spec, case, line, f"{spec.name} adapter ({chunk.out_file.name} line {len(results) + 1})")
                     results.append(obs)
                     on_obs(obs)
-                    deadline = time.monotonic() + spec.per_case_timeout_s
+                    deadline = time.monotonic() + spec.plan.per_case_timeout_s
                 if rc is not None or len(results) == len(chunk.cases):
                     break
                 if time.monotonic() > deadline:
@@ -135,59 +106,62 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
                     break
                 time.sleep(POLL_S)
     except BaseException:  # Ctrl-C or a failing callback: never leave the adapter running
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(proc)
         proc.wait()
         raise
     if timed_out or proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(proc)
     rc = proc.wait()
     if len(results) == len(chunk.cases):
         return results, []
     culprit = chunk.cases[len(results)]
     if timed_out and not results:
-        why = (f"timed out: no observation within {spec.startup_timeout_s + spec.per_case_timeout_s:.0f} s of starting "
-               f"the adapter (startup_timeout_s {spec.startup_timeout_s:.0f} s + per_case_timeout_s "
-               f"{spec.per_case_timeout_s:.0f} s) (killed)")
+        why = (f"timed out: no observation within {spec.plan.startup_timeout_s + spec.plan.per_case_timeout_s:.0f} s of starting "
+               f"the adapter (startup_timeout_s {spec.plan.startup_timeout_s:.0f} s + per_case_timeout_s "
+               f"{spec.plan.per_case_timeout_s:.0f} s) (killed)")
     elif timed_out:
-        why = f"timed out: no observation within {spec.per_case_timeout_s:.0f} s (killed)"
+        why = f"timed out: no observation within {spec.plan.per_case_timeout_s:.0f} s (killed)"
     elif rc == 0:
         why = "adapter process exited 0 without writing an observation for this case"
     elif rc == 3:
         why = "adapter could not be loaded in the engine's environment"
     else:
-        why = f"adapter process {_describe_exit(rc)} while planning this case"
+        why = f"adapter process {describe_exit(rc)} while planning this case"
     if pending.strip():
         why += f"; unterminated output: {pending.strip()[:200]!r}"
-    obs = _fail(spec, culprit, f"{why}\n--- last lines of {chunk.log_file} ---\n{_tail(chunk.log_file)}")
+    obs = fail(spec, culprit, f"{why}\n--- last lines of {chunk.log_file} ---\n{tail(chunk.log_file)}")
     results.append(obs)
     on_obs(obs)
     rest = chunk.cases[len(results):]
     if rc == 3:  # loading fails the same way for every case
         for c in rest:
-            o = _fail(spec, c, f"{why}\n--- last lines of {chunk.log_file} ---\n{_tail(chunk.log_file)}")
+            o = fail(spec, c, f"{why}\n--- last lines of {chunk.log_file} ---\n{tail(chunk.log_file)}")
             results.append(o)
             on_obs(o)
         rest = []
     return results, rest
 
 
-def plan_cases(engine: str | EngineSpec, cases: Sequence[Case], on_observation: OnObservation | None = None,
+def plan_cases(engine: EngineFile, cases: Sequence[Case], on_observation: OnObservation | None = None,
                log_dir: Path | None = None, argv_prefix: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """Plan every case on one engine. `argv_prefix` replaces the probe command (fault-injection tests)."""
-    spec = get_engine(engine) if isinstance(engine, str) else engine
+    spec = engine
     on_obs = on_observation or (lambda o: None)
     if not cases:
         return []
     workdir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_logs_root()))
     workdir.mkdir(parents=True, exist_ok=True)
-    python = spec.python if argv_prefix is None else Path(os.sys.executable)
-    per_proc = spec.max_cases_per_process or len(cases)
+    if not isinstance(spec.plan, ModulePlan):
+        from conformance.harness.plan_command import plan_one
+
+        results = []
+        for i, case in enumerate(cases):
+            obs = plan_one(spec, case, workdir, i)
+            results.append(obs)
+            on_obs(obs)
+        return results
+    python = _python(spec) if argv_prefix is None else Path(sys.executable)
+    per_proc = spec.plan.max_cases_per_process or len(cases)
     todo = list(cases)
     results: list[dict[str, Any]] = []
     index = 0

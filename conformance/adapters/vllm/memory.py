@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from conformance.adapters.vllm_kv import KVPlan
+from conformance.adapters.vllm.kv import KVPlan
 
 GLUE = (
     {"name": "ledger attribution", "description": "the one aliased allocation (num_blocks x "

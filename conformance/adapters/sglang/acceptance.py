@@ -26,7 +26,7 @@ from typing import Any
 FUNCTIONS = ("sglang.srt.speculative.spec_utils.sample_simulated_acc_len",
              "sglang.srt.environ.envs.SGLANG_SIMULATE_ACC_METHOD")
 
-GLUE = {"name": "conformance.adapters.sglang_acceptance.Acceptance",
+GLUE = {"name": "conformance.adapters.sglang.acceptance.Acceptance",
         "description": "accepted drafts per verify step: fixed n; synthetic per-position rates as seeded Bernoulli "
                        "draws (random.Random(workload.seed + 1)); synthetic mean_acceptance_length through SGLang's "
                        "sample_simulated_acc_len (SGLANG_SIMULATE_ACC_LEN semantics: one commit length per verify "

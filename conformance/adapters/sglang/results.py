@@ -40,16 +40,16 @@ FUNCTIONS = (
 )
 
 GLUE = (
-    {"name": "conformance.adapters.sglang_results.build_processor",
+    {"name": "conformance.adapters.sglang.results.build_processor",
      "description": "SGLang's SchedulerBatchResultProcessor over the trace's pools and tree cache; metrics "
                     "reporter, output streamer and worker hooks are no-op sinks (they record, stream or tune, "
                     "and decide no memory); beam coordinator, hisparse, offload manager, metrics collector, "
                     "logprob processor None (features off)"},
-    {"name": "conformance.adapters.sglang_results.prefill_result / verify_result",
+    {"name": "conformance.adapters.sglang.results.prefill_result / verify_result",
      "description": "the minimal GenerationBatchResult a forward returns: CPU next_token_ids (random ids from "
                     "random.Random(workload.seed + 2)), accept_lens = the acceptance model's accepted drafts + 1, "
                     "speculative_num_draft_tokens; no logits"},
-    {"name": "conformance.adapters.sglang_results.next_draft_input",
+    {"name": "conformance.adapters.sglang.results.next_draft_input",
      "description": "the draft input a spec worker leaves on the batch after a prefill: DFLASH make_draft_input_v2 "
                     "(zero bonus tokens), EAGLE-style EagleDraftInput / NGRAM NgramVerifyInput with future_indices "
                     "= arange(bs) as the overlap scheduler sets them; the draft forward itself is not run"},

@@ -1,6 +1,6 @@
 """SGLang 0.5.23 plan adapter: budgets, pool sizing and an admission trace from SGLang's own code.
 
-Runs inside the SGLang oracle venv (`python -m conformance.probe --adapter conformance.adapters.sglang_plan`).
+Runs inside the SGLang oracle venv (`python -m conformance.harness.probe --adapter conformance.adapters.sglang.plan`).
 
 What SGLang has and has not, as the observation reports it:
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import observation
-from conformance.adapters import sglang_knobs, sglang_platform, sglang_sizing, sglang_trace
+from conformance.adapters.sglang import knobs as sglang_knobs, platform as sglang_platform, sizing as sglang_sizing, trace as sglang_trace
 from conformance.devices import bound_bytes, get_profile
 
 ENGINE = "sglang"
@@ -188,7 +188,7 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     obs["provenance"] = {
         "functions": list(sglang_sizing.FUNCTIONS),
         "overrides": overrides,
-        "glue": [{"name": "conformance.adapters.sglang_sizing.size_pools",
+        "glue": [{"name": "conformance.adapters.sglang.sizing.size_pools",
                   "description": "calls the profiler's sizing steps on the case's byte budget in place of "
                                  "measured free GPU memory; ledger bytes = SGLang's token count x its cell sizes, "
                                  "intermediate_state = budget taken by _handle_max_mamba_cache minus the state slots"}],

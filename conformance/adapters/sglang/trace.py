@@ -41,9 +41,9 @@ from array import array
 from math import ceil
 from typing import Any, Iterator
 
-from conformance.adapters import sglang_acceptance, sglang_results
-from conformance.adapters.sglang_acceptance import Acceptance
-from conformance.adapters.sglang_loop import Loop
+from conformance.adapters.sglang import acceptance as sglang_acceptance, results as sglang_results
+from conformance.adapters.sglang.acceptance import Acceptance
+from conformance.adapters.sglang.loop import Loop, TraceError
 
 FUNCTIONS = (
     "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator._derive_pool_sizes",
@@ -72,7 +72,7 @@ FUNCTIONS = (
 )
 
 GLUE = (
-    {"name": "conformance.adapters.sglang_trace.run_trace",
+    {"name": "conformance.adapters.sglang.trace.run_trace",
      "description": "the scheduler loop: mirrors Scheduler.get_next_batch_to_run / _get_new_batch_prefill_raw / "
                     "update_running_batch and event_loop_overlap's order (event_loop_normal's when overlap is off): "
                     "queue (batch.copy(), result), then hand it to SGLang's own result processor; calls "
@@ -82,7 +82,7 @@ GLUE = (
                     "running_bs and free req_to_token rows); truncation_align_size None"},
     *sglang_results.GLUE,
     sglang_acceptance.GLUE,
-    {"name": "conformance.adapters.sglang_trace._build (CacheInitParams)",
+    {"name": "conformance.adapters.sglang.trace._build (CacheInitParams)",
      "description": "the tree cache's CacheInitParams filled as kv_cache_builder.build_kv_cache fills them from the "
                     "published config (radix cache on/off, eviction policy, session radix cache, mamba extra buffer "
                     "and its lazy mode, is_eagle, chunked_prefill_size); TP/PP/CP groups, metrics, KV events, "
@@ -95,9 +95,6 @@ GLUE = (
 
 MAX_TRACE_POOL_BYTES = 1 << 30  # the trace's real pools live in host RAM
 
-
-class TraceError(RuntimeError):
-    pass
 
 
 def trace_pool_cap(case: dict[str, Any], sizing: Any, num_draft_tokens: int) -> dict[str, int]:
@@ -120,7 +117,7 @@ OVERRIDES = (
      "value": "skipped", "reason": "a CUDA KV-copy warmup kernel run when a pool is built; it allocates nothing "
                                    "the allocator hands out (the trace's pools live on the CPU)"},
     {"name": "sglang.srt.mem_cache.allocation.assign_req_to_token_pool_func",
-     "value": "conformance.adapters.sglang_trace._assign_req_to_token_cpu",
+     "value": "conformance.adapters.sglang.trace._assign_req_to_token_cpu",
      "reason": "the Triton kernel that writes a decode reservation's slots into req_to_token has no CPU path "
                "without sgl_kernel's CPU build; the stand-in writes the same rows with torch"},
 )

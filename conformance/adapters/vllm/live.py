@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from conformance.adapters.vllm_config import KV_CACHE_DTYPES, speculative_knobs
+from conformance.adapters.vllm.config import KV_CACHE_DTYPES, speculative_knobs
 from conformance.errors import ConformanceError
 
 EXTRA_PLACEHOLDERS = {

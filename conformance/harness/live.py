@@ -26,9 +26,9 @@ from typing import Any, Callable, Mapping
 import httpx
 
 from conformance import observation, paths
-from conformance.adapters.hardware import describe
-from conformance.adapters.manifest import Manifest, case_values, render, render_argv, render_env
-from conformance.adapters.runner import _describe_exit, _tail
+from conformance.harness.hardware import describe
+from conformance.harness.manifest import Manifest, case_values, render, render_argv, render_env
+from conformance.harness.supervise import argv_line, describe_exit, tail
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 
 HEALTH_POLL_S = 0.25
@@ -87,7 +87,7 @@ class EngineProcess:
     def __enter__(self) -> "EngineProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("w") as log:
-            log.write("$ " + " ".join(self.argv) + "\n")
+            log.write(argv_line(self.argv) + "\n")
             log.flush()
             self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          env=self.env, cwd=str(paths.REPO_ROOT), start_new_session=True)
@@ -108,7 +108,7 @@ class EngineProcess:
             except subprocess.TimeoutExpired:
                 pass
         rc = self.proc.poll()
-        return None if rc is None else f"engine {_describe_exit(rc)}"
+        return None if rc is None else f"engine {describe_exit(rc)}"
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -136,7 +136,7 @@ class EngineProcess:
             pass
 
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
-        return _tail(self.log_path, n)
+        return tail(self.log_path, n)
 
 
 def wait_healthy(url: str, engine: EngineProcess, timeout_s: float) -> str | None:
@@ -183,7 +183,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
     obs["provenance"]["glue"] = [
         {"name": "conformance.loadgen", "description": "closed-loop streaming client: requests, clock, seeds, "
                                                       "throughput and latency figures, acceptance from /metrics deltas"},
-        {"name": "conformance.adapters.process.parse_plan_figures",
+        {"name": "conformance.harness.live.parse_plan_figures",
          "description": f"plan figures read from the engine's startup log by the manifest's regexes ({m.path.name})"}]
     obs["provenance"]["functions"] = [f"{m.engine} server: POST /v1/completions (stream)", f"{m.engine} server: GET /metrics"]
     log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"live-{m.engine}-"))

@@ -1,0 +1,1 @@
+"""The reference engine's in-env plan adapter."""

@@ -1,0 +1,130 @@
+"""Plan one case through an executable: the `plan.command` and `plan.log` kinds of engine file.
+
+Contract: `plan_one(engine, case, workdir, index)` runs the engine's argv (placeholders filled
+from the case, `{case_file}` and the engine file) as a child in a session of its own, with the
+case JSON on stdin, its cwd the engine file's directory, `CONFORMANCE_ENGINE_DEFECTS` in its
+environment, and returns exactly one schema-valid observation, whatever the child does:
+- command: exit 0 and one observation JSON on stdout -> that observation (stamped with the
+  engine file's name); an exit code in `refusal_exit_codes` -> `refused` with its last stderr
+  lines; anything else -> `error` with how it ended and its stderr tail;
+- log: a `fatal` line or a refusal exit code -> `refused` with that message; exit 0 -> the fields
+  its regexes found (`harness.plan_log`); anything else -> `error`;
+- past `timeout_s` the child's whole group is killed and the case is an `error` saying so.
+stdout and stderr are kept as files in `workdir`; stdout past `MAX_OUTPUT_BYTES` is an error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from conformance import observation
+from conformance.cases import Case
+from conformance.harness.engine_file import PLAN_PLACEHOLDERS, CommandPlan, EngineFile, LogPlan
+from conformance.harness.manifest import ManifestError, case_values, render_argv, render_env
+from conformance.harness.plan_log import build_observation, fatal_message
+from conformance.harness.accept import accept_document, fail, stamp
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, tail
+
+MAX_OUTPUT_BYTES = 64 << 20
+
+
+def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) -> dict[str, Any]:
+    values = case_values(case_json, port=0)
+    values.update({"case_file": str(case_file), "engine_dir": str(engine.engine_dir), "engine_name": engine.name,
+                   "defects": ",".join(engine.defects) or "none"})
+    return values
+
+
+def _refused(engine: EngineFile, case: Case, message: str) -> dict[str, Any]:
+    return observation.failed(case.id, engine.name, engine.resolved_version, "plan", case.spec["device"],
+                              "refused", message)
+
+
+def _last_lines(path: Path, n: int = 6) -> str:
+    text = tail(path, n)
+    return "" if text in ("(no log)", "(log is empty)") else text
+
+
+def plan_one(engine: EngineFile, case: Case, workdir: Path, index: int) -> dict[str, Any]:
+    plan = engine.plan
+    assert isinstance(plan, (CommandPlan, LogPlan))  # plan_runner dispatches module plans itself
+    case_json = case.to_json()
+    stem = workdir / f"{engine.name}-{index}-{case.id}"
+    case_file = stem.with_suffix(".case.json")
+    out_file, err_file = stem.with_suffix(".stdout"), stem.with_suffix(".log")
+    case_file.write_text(json.dumps(case_json, sort_keys=True))
+    values = plan_values(engine, case_json, case_file)
+    try:
+        argv = render_argv(plan.argv, values, f"{engine.path}: plan.{plan.kind}.argv")
+        extra_env = render_env(plan.env, values)
+    except ManifestError as exc:
+        return fail(engine, case, f"the engine file's argv cannot be filled for this case: {exc}")
+    env = dict(os.environ, CONFORMANCE_ENGINE_DEFECTS=values["defects"], CONFORMANCE_ENGINE_NAME=engine.name,
+               PYTHONUNBUFFERED="1", **extra_env)
+    t0 = time.perf_counter()
+    with out_file.open("wb") as out, err_file.open("w") as err:
+        err.write(argv_line(argv) + "\n")
+        err.flush()
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
+                                    cwd=str(engine.engine_dir), start_new_session=True)
+        except OSError as exc:
+            return fail(engine, case, f"could not start {argv[0]!r} (plan.{plan.kind}.argv[0] of {engine.path}): "
+                                      f"{exc.strerror or exc}")
+        try:
+            proc.communicate(input=json.dumps(case_json).encode(), timeout=plan.timeout_s)
+        except subprocess.TimeoutExpired:
+            kill_group(proc)
+            proc.wait()
+            return fail(engine, case, f"timed out: no answer within plan.{plan.kind}.timeout_s {plan.timeout_s:.0f} s "
+                                      f"(killed)\n--- last lines of {err_file} ---\n{tail(err_file)}")
+        except BaseException:
+            kill_group(proc)
+            proc.wait()
+            raise
+        kill_group(proc)   # nothing it started outlives its answer
+    rc = proc.returncode
+    wall_s = round(time.perf_counter() - t0, 3)
+    if out_file.stat().st_size > MAX_OUTPUT_BYTES:
+        return fail(engine, case, f"wrote {out_file.stat().st_size} bytes on stdout, more than {MAX_OUTPUT_BYTES}")
+    stdout = out_file.read_bytes().decode("utf-8", errors="replace")
+    obs = _judge_output(engine, plan, case, case_json, rc, stdout, err_file)
+    obs.setdefault("timing", {})["plan_wall_s"] = wall_s
+    return obs
+
+
+def _judge_output(engine: EngineFile, plan: CommandPlan | LogPlan, case: Case, case_json: dict[str, Any], rc: int,
+                  stdout: str, err_file: Path) -> dict[str, Any]:
+    source = f"{engine.name} (plan.{plan.kind}, {engine.path})"
+    if isinstance(plan, LogPlan):
+        text = stdout + "\n" + err_file.read_text(errors="replace")
+        fatal = fatal_message(plan, text)
+        if fatal is not None or rc in plan.refusal_exit_codes:
+            return _refused(engine, case, fatal or _last_lines(err_file) or stdout.strip()[-2000:]
+                            or f"{describe_exit(rc)} (a refusal exit code) with no message")
+        if rc != 0:
+            return fail(engine, case, f"dry run {describe_exit(rc)}\n--- last lines ---\n{tail(err_file)}")
+        try:
+            obs = build_observation(plan, text, case_json, engine.name, engine.resolved_version)
+        except ValueError as exc:
+            return fail(engine, case, f"{source}: {exc}")
+        stamp(engine, obs)
+        try:
+            return observation.validate(obs, source)
+        except observation.ObservationError as exc:
+            return fail(engine, case, f"{source}: the parsed figures do not make an observation:\n{exc}")
+    if rc in plan.refusal_exit_codes:
+        return _refused(engine, case, _last_lines(err_file) or f"{describe_exit(rc)} (a refusal exit code) "
+                                                                 f"with no message")
+    if rc != 0:
+        return fail(engine, case, f"plan command {describe_exit(rc)}\n--- last lines of {err_file} ---\n"
+                                  f"{tail(err_file)}")
+    if not stdout.strip():
+        return fail(engine, case, f"plan command exited 0 without writing an observation on stdout\n"
+                                  f"--- last lines of {err_file} ---\n{tail(err_file)}")
+    return accept_document(engine, case, stdout, source)

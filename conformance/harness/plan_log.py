@@ -1,0 +1,115 @@
+"""A dry run's output lines as an observation: the `plan.log` kind of engine file.
+
+Contract: `build_observation(plan, text, case, engine, version)` returns a plan-mode observation
+(not yet validated) whose fields are exactly what the engine file's regexes found in `text`:
+every `fields` entry sets its dotted path (`budget.max_num_scheduled_tokens`,
+`memory.ledger_bytes.draft_kv`, `message`) from the first match's first group; every `lists`
+entry appends its value where its regex matches a line; every line matching `trace_step` is one
+trace step. A figure the engine did not print stays null, so a check that needs it says so
+instead of guessing. `fatal_message(plan, text)` is the first `fatal` match, or None.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from conformance import observation
+from conformance.harness.engine_file import TRACE_GROUPS, FieldRule, LogPlan
+
+BUDGET_KEYS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
+               "lookahead_tokens", "max_num_seqs", "max_active_seqs")
+
+
+def _skeleton_memory() -> dict[str, Any]:
+    return {"bound_bytes": None, "ledger_bytes": {"attention_kv": None, "recurrent_state": None, "draft_kv": None},
+            "outside_bound": [], "max_concurrency": None,
+            "per_sequence": {"attention_kv_bytes": None, "recurrent_state_bytes": None, "draft_kv_bytes": None,
+                             "state_slots": None},
+            "pool": {"num_blocks": None, "block_size_tokens": None, "page_size_bytes": None, "unified": None}}
+
+
+def convert(text: str, rule: FieldRule) -> Any:
+    """A captured group as the rule's type: mapped first, then a number (thousands separators dropped,
+    scaled and rounded to an integer for `int`), a bool, or the text."""
+    text = text.strip()
+    if rule.map is not None:
+        if text not in rule.map:
+            raise ValueError(f"{text!r} is not one of {sorted(rule.map)}")
+        return rule.map[text]
+    if rule.type == "str":
+        return text
+    if rule.type == "bool":
+        low = text.lower()
+        if low in ("true", "yes", "on", "1"):
+            return True
+        if low in ("false", "no", "off", "0"):
+            return False
+        raise ValueError(f"{text!r} is not a boolean")
+    number = float(text.replace(",", ""))
+    if rule.scale is not None:
+        number *= rule.scale
+    if rule.type == "float":
+        return number
+    if rule.type == "int" or number.is_integer():
+        return int(round(number))
+    return number
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    parts = dotted.split(".")
+    node = doc
+    for p in parts[:-1]:
+        if not isinstance(node.get(p), dict):
+            node[p] = {}
+        node = node[p]
+    node[parts[-1]] = value
+
+
+def _get_list(doc: dict[str, Any], dotted: str) -> list[Any]:
+    parts = dotted.split(".")
+    node = doc
+    for p in parts[:-1]:
+        node = node.setdefault(p, {})
+    if not isinstance(node.get(parts[-1]), list):
+        node[parts[-1]] = []
+    return node[parts[-1]]
+
+
+def fatal_message(plan: LogPlan, text: str) -> str | None:
+    if not plan.fatal:
+        return None
+    m = re.search(plan.fatal, text, re.MULTILINE)
+    return m.group(1).strip() if m else None
+
+
+def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: str, version: str) -> dict[str, Any]:
+    obs = observation.new(case["id"], engine, version, "plan", case["device"])
+    obs["budget"] = {k: None for k in BUDGET_KEYS}
+    obs["memory"] = _skeleton_memory()
+    unparsed: list[str] = []
+    for dotted, rule in plan.fields.items():
+        m = re.search(rule.regex, text, re.MULTILINE)
+        if not m:
+            unparsed.append(dotted)
+            continue
+        try:
+            _set(obs, dotted, convert(m.group(1), rule))
+        except ValueError as exc:
+            raise ValueError(f"plan.log.fields.{dotted}: the engine printed {m.group(0)!r}: {exc}") from None
+    lines = text.splitlines()
+    for dotted, value, regex in plan.lists:
+        if any(re.search(regex, line) for line in lines):
+            target = _get_list(obs, dotted)
+            if value not in target:
+                target.append(value)
+    if plan.trace_step:
+        steps = [{g: int(m.group(g)) for g in TRACE_GROUPS}
+                 for m in (re.search(plan.trace_step, line) for line in lines) if m]
+        obs["trace"] = {"steps": steps} if steps else None
+    obs["provenance"]["glue"] = [{
+        "name": "conformance.harness.plan_log.build_observation",
+        "description": "observation fields parsed from the engine's dry-run lines by its engine file's regexes; "
+                       + (f"not printed (null): {', '.join(unparsed)}" if unparsed else "every field was printed")}]
+    obs["provenance"]["mapping"] = {dotted: rule.regex for dotted, rule in plan.fields.items()}
+    return obs

@@ -1,0 +1,62 @@
+"""Suite tests generated from the check table, so `pytest suites/` and `conformance run` judge alike.
+
+A suite module is two lines:
+
+    test_budget_golden = golden_test("budget")     # every engine x case: its own golden (syrupy)
+    test_budget_checks = table_test("budget")      # every check_table.CHECKS entry of the suite
+
+The plugin parametrizes `golden_test` over (engine, case) and `table_test` over (check, engine,
+case) where the check applies to the engine's role and the case. Each test records its verdict
+(`user_properties["verdict"]`) and turns it into the pytest outcome (`conformance.expect`).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+import pytest
+
+from conformance.check_table import ORACLE, CheckSpec, evaluate
+from conformance.expect import expect
+from conformance.verdicts import SUITE_SECTIONS, Verdict
+
+SUITE_ATTR = "conformance_suite"
+KIND_ATTR = "conformance_kind"
+
+
+def record(request: pytest.FixtureRequest, verdict: Verdict | None) -> None:
+    if verdict is not None:
+        request.node.user_properties.append(("verdict", json.dumps(verdict.to_json(), sort_keys=True)))
+        expect(verdict)
+
+
+def golden_test(suite: str) -> Callable[..., None]:
+    def test(engine: str, case, observation: dict[str, Any], golden, conformance_session,
+             request: pytest.FixtureRequest) -> None:
+        from conformance.goldens import check_golden
+
+        role = conformance_session.engine(engine).role
+        record(request, check_golden(golden, observation, suite, role == ORACLE, SUITE_SECTIONS[suite]))
+
+    test.__doc__ = f"`{suite}.golden`: the {suite} section of every engine's observation equals its golden."
+    setattr(test, SUITE_ATTR, suite)
+    setattr(test, KIND_ATTR, "golden")
+    return test
+
+
+def table_test(suite: str) -> Callable[..., None]:
+    def test(check: CheckSpec, engine: str, case, observation: dict[str, Any], conformance_session,
+             request: pytest.FixtureRequest) -> None:
+        s = conformance_session
+        partner = None
+        if check.partner is not None and s.has_case(check.partner):
+            partner = s.observe(engine, s.case(check.partner))
+        verdict = evaluate(check, observation, dict(case.spec, id=case.id), s.golden_lookup, s.live_lookup,
+                           partner, partner_selected=check.partner is None or s.has_case(check.partner))
+        record(request, verdict)
+
+    test.__doc__ = f"Every `{suite}.*` check of conformance.check_table that applies (see suites/{suite}/README.md)."
+    setattr(test, SUITE_ATTR, suite)
+    setattr(test, KIND_ATTR, "table")
+    return test
