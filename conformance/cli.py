@@ -15,6 +15,7 @@ from conformance.errors import ConformanceError
 COMMAND_MODULES = (
     "conformance.commands.cases",
     "conformance.commands.plan",
+    "conformance.commands.engines",
     "conformance.commands.envs",
     "conformance.commands.run",
     "conformance.commands.report",

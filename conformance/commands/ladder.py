@@ -43,7 +43,9 @@ def _overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--manifest", required=True, help="manifest file, or a shipped name (reference, vllm, sglang)")
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--engine", help="an engine (shipped name or engine file) whose `live:` section says how it serves")
+    who.add_argument("--manifest", help="a process manifest file, or a shipped manifest name (reference, vllm, sglang)")
     p.add_argument("--case", required=True, help="case id or path to a case file")
     p.add_argument("--concurrency", type=_concurrencies, default=None, help="comma list (default 1,2,4,8,16,32)")
     p.add_argument("--repeats", type=int, default=1, help="measured repeats per rung")
@@ -87,7 +89,16 @@ def run(args: argparse.Namespace) -> int:
     from conformance.harness.manifest import load_manifest
     from conformance.harness.live import run_live
 
-    manifest = load_manifest(args.manifest)
+    if args.engine:
+        from conformance.harness.manifest import manifest_from_engine_file
+        from conformance.harness.registry import resolve_engine
+
+        engine = resolve_engine(args.engine)
+        if not engine.live:
+            raise ConformanceError(f"{engine.path}: engine {engine.name} has no `live:` section: it cannot be served")
+        manifest = manifest_from_engine_file(engine.live, engine.path, engine.name)
+    else:
+        manifest = load_manifest(args.manifest)
     case = find_case(args.case)
     try:
         settings = LoadgenSettings(concurrencies=args.concurrency or LoadgenSettings().concurrencies,

@@ -50,6 +50,7 @@ PROBE_REQUIREMENTS = ("jsonschema==4.26.0", "pyyaml==6.0.4")
 # Placeholders a plan command (or log dry run) may use besides the case's (harness.manifest.PLACEHOLDERS).
 PLAN_PLACEHOLDERS = {
     "case_file": "the case as JSON (Case.to_json()) in a file",
+    "case_id": "the case's id", "device_profile": "the case's device profile (h200, ...)",
     "engine_dir": "the directory of the engine file",
     "engine_name": "the engine file's name",
     "defects": "the engine file's defects, comma-separated, or 'none'",

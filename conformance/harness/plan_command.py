@@ -35,7 +35,8 @@ MAX_OUTPUT_BYTES = 64 << 20
 
 def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) -> dict[str, Any]:
     values = case_values(case_json, port=0)
-    values.update({"case_file": str(case_file), "engine_dir": str(engine.engine_dir), "engine_name": engine.name,
+    values.update({"case_file": str(case_file), "case_id": case_json["id"], "device_profile": case_json["device"],
+                   "engine_dir": str(engine.engine_dir), "engine_name": engine.name,
                    "defects": ",".join(engine.defects) or "none"})
     return values
 

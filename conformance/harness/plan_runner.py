@@ -142,9 +142,14 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     return results, rest
 
 
-def plan_cases(engine: EngineFile, cases: Sequence[Case], on_observation: OnObservation | None = None,
+def plan_cases(engine: EngineFile | str, cases: Sequence[Case], on_observation: OnObservation | None = None,
                log_dir: Path | None = None, argv_prefix: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Plan every case on one engine. `argv_prefix` replaces the probe command (fault-injection tests)."""
+    """Plan every case on one engine (an engine file, or a name / path the registry resolves).
+    `argv_prefix` replaces the probe command (fault-injection tests)."""
+    if isinstance(engine, str):
+        from conformance.harness.registry import resolve_engine
+
+        engine = resolve_engine(engine)
     spec = engine
     on_obs = on_observation or (lambda o: None)
     if not cases:

@@ -17,8 +17,10 @@ from typing import Iterable, Sequence
 
 from markupsafe import Markup, escape
 
-ENGINE_COLOURS = {"reference": "#2b6cb0", "vllm": "#c05621", "sglang": "#2f855a"}
-SPARE_COLOURS = ("#6b46c1", "#b83280", "#2c7a7b", "#744210", "#97266d", "#285e61", "#975a16", "#553c9a")
+# An engine's colour is a function of its name alone (no engine is known by name here), the same in
+# every chart and legend of every report.
+ENGINE_PALETTE = ("#2b6cb0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#744210", "#97266d",
+                  "#285e61", "#975a16", "#553c9a")
 CATEGORY_COLOURS = {"attention_kv": "#63b3ed", "recurrent_state": "#9f7aea", "draft_kv": "#f6ad55",
                     "intermediate_state": "#d6bcfa", "weights": "#4a5568", "activations": "#718096",
                     "workspace": "#2d3748", "padding": "#cbd5e0", "unused": "#e2e8f0", "unassigned": "#edf2f7"}
@@ -30,11 +32,14 @@ LABEL_PX = 120
 
 
 def engine_colour(engine: str, index: int = 0) -> str:
-    return ENGINE_COLOURS.get(engine, SPARE_COLOURS[index % len(SPARE_COLOURS)])
+    """`index` is accepted for callers that pass a position; the colour depends on the name only."""
+    import hashlib
+
+    return ENGINE_PALETTE[int(hashlib.sha256(engine.encode()).hexdigest(), 16) % len(ENGINE_PALETTE)]
 
 
 def category_colour(category: str, index: int = 0) -> str:
-    return CATEGORY_COLOURS.get(category, SPARE_COLOURS[index % len(SPARE_COLOURS)])
+    return CATEGORY_COLOURS.get(category, ENGINE_PALETTE[index % len(ENGINE_PALETTE)])
 
 
 def human_bytes(n: float | None) -> str:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.adapters.manifest import ManifestError, case_values, load_manifest, render_argv
-from conformance.adapters.process import parse_plan_figures
+from conformance.harness.manifest import ManifestError, case_values, load_manifest, render_argv
+from conformance.harness.live import parse_plan_figures
 from conformance.cases import find_case
 
 

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from conformance import observation, paths
-from conformance.adapters.manifest import load_manifest
-from conformance.adapters.process import run_live
+from conformance.harness.manifest import load_manifest
+from conformance.harness.live import run_live
 from conformance.cases import load_case
 from conformance.loadgen import LoadgenSettings
 

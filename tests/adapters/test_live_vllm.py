@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from conformance.adapters.manifest import case_values, load_manifest, render_argv, render_env
-from conformance.adapters.vllm_config import engine_args_kwargs
+from conformance.harness.manifest import case_values, load_manifest, render_argv, render_env
+from conformance.adapters.vllm.config import engine_args_kwargs
 from conformance.cases import find_case
 
 

@@ -11,7 +11,7 @@ import math
 import pytest
 
 from conformance import observation, paths
-from conformance.adapters.runner import plan_cases
+from conformance.harness.plan_runner import plan_cases
 from conformance.cases import load_all, select
 
 pytestmark = pytest.mark.oracle
@@ -46,10 +46,10 @@ def _refused_cases(tmp_dir):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    from conformance.engines import get_engine
+    from conformance.harness.registry import resolve_engine
     from conformance.envs import oracle_env
 
-    if oracle_env(get_engine("vllm")).state() != "ready":
+    if oracle_env(resolve_engine("vllm")).state() != "ready":
         pytest.skip("vLLM oracle venv not built (conformance envs install vllm)")
     cases = select(load_all(), CASE_PATTERNS)
     refused = _refused_cases(tmp_path_factory.mktemp("vllm-refused"))

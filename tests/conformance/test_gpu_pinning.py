@@ -27,7 +27,7 @@ def test_not_a_worker_id():
 
 
 def test_hardware_note_names_the_pinned_device(monkeypatch):
-    from conformance.adapters.hardware import visible_device_note
+    from conformance.harness.hardware import visible_device_note
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     assert "CUDA_VISIBLE_DEVICES=1" in visible_device_note()

@@ -6,8 +6,10 @@ import copy
 
 from conformance import observation
 from conformance.goldens import golden_view
-from conformance.verdicts import (CHECKS, active_seqs_not_below_sglang, budget_parity_with_vllm, inside_the_bound,
-                                  matches_golden, seats_not_below_vllm, steps_within_budget, trace_equals_vllm)
+from conformance.check_table import CHECKS
+from conformance.verdicts import (active_seqs_not_below_sglang, budget_parity_with_vllm, golden_verdict, inside_the_bound,
+                                  ledger_holds_seats, per_sequence_equals_vllm, seats_equal_vllm, steps_within_budget,
+                                  trace_equals_vllm)
 
 SPEC = {"id": "c", "memory": {"kv_cache_bytes": 1000}}
 
@@ -59,8 +61,23 @@ def test_active_seqs_and_seats():
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), doc, "s").outcome == "pass"
     assert active_seqs_not_below_sglang(obs(seats=5.9), obs("sglang", active=7), doc, "s").failed  # not the value
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=6), doc, "s").failed  # stale
-    assert seats_not_below_vllm(obs(seats=4.0), obs("vllm", seats=4.0), "s").outcome == "pass"
-    assert seats_not_below_vllm(obs(seats=3.5), obs("vllm", seats=4.0), "s").failed
+    assert seats_equal_vllm(obs(seats=4.0), obs("vllm", seats=4.0), SPEC, "s").outcome == "pass"
+    v = seats_equal_vllm(obs(seats=3.5), obs("vllm", seats=4.0), SPEC, "s")
+    assert v.failed and "fewer" in v.message and "-0.5 seats" in v.message
+    v = seats_equal_vllm(obs(seats=5.0), obs("vllm", seats=4.0), SPEC, "s")   # more seats: something not counted
+    assert v.failed and "not counted" in v.message
+
+
+def test_per_sequence_and_ledger_holding_the_seats():
+    assert per_sequence_equals_vllm(obs(), obs("vllm"), SPEC, "s").outcome == "pass"
+    low = obs()
+    low["memory"]["per_sequence"]["state_slots"] = 8
+    v = per_sequence_equals_vllm(low, obs("vllm"), SPEC, "s")
+    assert v.failed and "memory.per_sequence.state_slots: vLLM 9, reference 8" in v.message
+    assert ledger_holds_seats(obs(), SPEC).outcome == "pass"          # 4 seats x 3 B within 900 B
+    hidden = obs(ledger={"attention_kv": 3, "recurrent_state": 3, "draft_kv": 0, "weights": 5000})
+    v = ledger_holds_seats(hidden, SPEC)                               # 4 x 3 B = 12 B > 6 B held
+    assert v.failed and "short by 6 B" in v.message
 
 
 def test_inside_the_bound():
@@ -75,35 +92,45 @@ def test_inside_the_bound():
 
 
 def test_trace_checks():
-    assert steps_within_budget(obs()).outcome == "pass"
-    v = steps_within_budget(obs(steps=(100, 101)))
+    assert steps_within_budget(obs(), None, "s").outcome == "pass"
+    v = steps_within_budget(obs(steps=(100, 101)), None, "s")
     assert v.failed and v.details[0].startswith("step 1:")
+    reserving = obs("vllm")
+    reserving["budget"]["drafting_slots_per_request"] = 8     # pard: vLLM charges 2 x 8 slots on top of 100
+    v = steps_within_budget(obs(steps=(90, 50)), reserving, "s")
+    assert v.failed and "8 drafting slots x 2 requests = 106 tokens" in v.message and "by 6 tokens" in v.message
     assert trace_equals_vllm(obs(), obs("vllm"), SPEC, "s").outcome == "pass"
     v = trace_equals_vllm(obs(steps=(100, 40)), obs("vllm"), SPEC, "s")
     assert v.failed and "first at step 1" in v.message
     assert trace_equals_vllm(obs(steps=(100, 50, 1)), obs("vllm"), SPEC, "s").failed
 
 
-def test_matches_golden():
+def test_golden_verdict():
     live = obs("vllm")
     golden = golden_view(live, ["budget"])
-    assert matches_golden("budget", live, golden, "g").outcome == "pass"
+    assert golden_verdict("budget", live, golden, "g", True).outcome == "pass"
     moved = copy.deepcopy(live)
     moved["budget"]["lookahead_tokens"] = 10
-    v = matches_golden("budget", moved, golden, "g")
+    v = golden_verdict("budget", moved, golden, "g", True)
     assert v.failed and any(d.startswith("budget.lookahead_tokens") for d in v.details)
-    v = matches_golden("budget", obs("vllm", version="2.0"), golden, "g")
+    v = golden_verdict("budget", obs("vllm", version="2.0"), golden, "g", True)
     assert v.failed and "re-record" in v.message
-    v = matches_golden("budget", live, None, "g", "no golden here")
+    v = golden_verdict("budget", live, None, "g", True, "no golden here")
     assert v.failed and v.cause == "missing-golden"
+    # an engine under test without a golden is judged against the oracles: skipped, never told to record
+    v = golden_verdict("budget", obs("port"), None, "g", False, "no golden here")
+    assert v.outcome == "skip" and "snapshot-update" not in v.message and "record" not in v.message
+    assert golden_verdict("budget", live, dict(golden, engine=None), "g", True).failed   # a null engine: no crash
 
 
-def test_check_table_mirrors_the_suite_marks():
+def test_check_table_is_keyed_by_role_not_name():
     names = {c.name: c for c in CHECKS}
-    assert names["trace.equals_vllm"].applies("reference", "tiny-x")
-    assert not names["trace.equals_vllm"].applies("reference", "seed-x")
-    assert names["trace.steps_within_budget"].applies("vllm", "seed-x")
-    assert not names["memory.inside_bound"].applies("vllm", "seed-x")
+    for check in CHECKS:   # an engine under test by any name is judged by every non-golden check
+        assert check.applies("under-test", "tiny-x") or check.case_globs != ("*",), check.name
+        assert "reference" not in check.judges
+    assert names["trace.equals_vllm"].applies("under-test", "seed-x")     # every case, not only tiny-*
+    assert not names["memory.inside_bound"].applies("oracle", "seed-x")
+    assert names["budget.golden"].applies("oracle", "seed-x") and names["budget.golden"].applies("under-test", "x")
 
 
 def test_unified_pool_seats():

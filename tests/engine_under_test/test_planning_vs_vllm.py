@@ -31,8 +31,8 @@ KNOWN_DIFFERENCES = {
 
 @pytest.fixture(scope="module")
 def both():
-    from conformance.adapters import reference_plan
-    from conformance.adapters.runner import plan_cases
+    from conformance.adapters.reference import plan as reference_plan
+    from conformance.harness.plan_runner import plan_cases
 
     cases = select(load_all(), ["drafting-table-*", "tiny-dflash-*", "tiny-sglang-*", "tiny-pressure-*"])
     assert any(c.id.startswith("tiny-pressure-") for c in cases), "no tiny-pressure-* case found"

@@ -33,16 +33,16 @@ NUM_RUNS = 3
 def planned_three_times(tmp_path_factory):
     """`planned_three_times(engine)`: NUM_RUNS lists of observations of PLANNED_CASES, one adapter
     process per run. Oracles are used only where their venv is ready (never built here)."""
-    from conformance.adapters.runner import plan_cases
+    from conformance.harness.plan_runner import plan_cases
     from conformance.cases import find_case
-    from conformance.engines import get_engine
+    from conformance.harness.registry import resolve_engine
 
     runs_by_engine: dict[str, list[list[dict]]] = {}
 
     def get(engine: str) -> list[list[dict]]:
         if engine not in runs_by_engine:
-            spec = get_engine(engine)
-            if spec.kind == "oracle":
+            spec = resolve_engine(engine)
+            if spec.uses_venv:
                 from conformance.envs import oracle_env
 
                 env = oracle_env(spec)

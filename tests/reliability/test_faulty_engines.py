@@ -1,7 +1,7 @@
 """Failing engines: every way an adapter process can fail becomes an `error` observation.
 
 Each fault is real: a fake adapter module (tests/fixtures/faulty_adapters/) run through the real
-`python -m conformance.probe` by the real runner (`plan_cases`), or a fake probe through the
+`python -m conformance.harness.probe` by the real runner (`plan_cases`), or a fake probe through the
 runner's `argv_prefix`. The cases are [good-first, the-fault, good-last]: the fault hits the
 middle one, and the last one must still be planned (in a fresh process when the first died).
 """
@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from conformance import observation
-from conformance.adapters.runner import plan_cases
+from conformance.harness.plan_runner import plan_cases
 from conformance.cases import Case, find_case, load_case
-from conformance.engines import EngineSpec
+from conformance.harness.engine_file import EngineFile, ModulePlan
 
 ADAPTERS = "tests.fixtures.faulty_adapters"
 
@@ -36,12 +36,13 @@ def make_cases(directory: Path, ids: list[str]) -> list[Case]:
     return out
 
 
-def faulty(module: str, startup_timeout_s: float = 60.0, per_case_timeout_s: float = 60.0) -> EngineSpec:
-    return EngineSpec(name="faulty", kind="reference", plan_module=f"{ADAPTERS}.{module}",
-                      startup_timeout_s=startup_timeout_s, per_case_timeout_s=per_case_timeout_s)
+def faulty(module: str, startup_timeout_s: float = 60.0, per_case_timeout_s: float = 60.0) -> EngineFile:
+    return EngineFile(name="faulty", role="under-test", version="0",
+                      plan=ModulePlan(f"{ADAPTERS}.{module}", startup_timeout_s=startup_timeout_s,
+                                      per_case_timeout_s=per_case_timeout_s))
 
 
-def run(spec: EngineSpec, tmp_path: Path, ids=("good-first", "the-fault", "good-last"), argv_prefix=None):
+def run(spec: EngineFile, tmp_path: Path, ids=("good-first", "the-fault", "good-last"), argv_prefix=None):
     cases = make_cases(tmp_path, list(ids))
     seen: list[dict] = []
     logs = tmp_path / "logs"

@@ -15,21 +15,21 @@ import pytest
 import yaml
 
 from conformance.cases import find_case
-from conformance.engines import ENGINES, EngineSpec
 
 pytest_plugins = ["pytester"]
 
 CASE_ID = "gold-case"
 
-FAKE_ENGINE = EngineSpec(name="fake", kind="reference", plan_module="tests.fixtures.fake_engine",
-                         startup_timeout_s=60.0, per_case_timeout_s=60.0)
+FAKE_ENGINE_FILE = """name: fake
+role: oracle
+version: "1.0.0"
+plan: {module: {name: tests.fixtures.fake_engine, startup_timeout_s: 60, per_case_timeout_s: 60}}
+"""
 
 INNER_SUITE = '''
-from conformance.goldens import check_golden, golden_view
+from conformance.suite import golden_test
 
-
-def test_budget_golden(engine, case, observation, golden):
-    check_golden(golden, golden_view(observation, ["budget"]))
+test_budget_golden = golden_test("budget")
 '''
 
 
@@ -52,14 +52,15 @@ class Suite:
         (root / "goldsuite" / "test_gold.py").write_text(INNER_SUITE)
         monkeypatch.setenv("DFLASH_CONFORMANCE_GOLDENS", str(self.goldens))
         monkeypatch.setenv("FAKE_ENGINE_STATE", str(self.state))
-        monkeypatch.setitem(ENGINES, "fake", FAKE_ENGINE)  # known for this test only
+        self.engine_file = root / "fake.yaml"
+        self.engine_file.write_text(FAKE_ENGINE_FILE)
 
     def set_engine(self, **state) -> None:
         self.state.write_text(json.dumps(state))
 
     def run(self, *args: str) -> pytest.RunResult:
         return self.pytester.runpytest_inprocess(
-            "goldsuite", "--engines", "fake", "--cases-dir", str(self.cases), "-p", "no:cacheprovider", *args)
+            "goldsuite", "--engines", str(self.engine_file), "--cases-dir", str(self.cases), "-p", "no:cacheprovider", *args)
 
     def record(self) -> None:
         """The fake engine's golden at version 1.0.0, as `--snapshot-update` records it: recorded for

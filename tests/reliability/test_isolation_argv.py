@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.adapters.manifest import MANIFESTS_DIR, case_values, load_manifest, render_argv
-from conformance.adapters.runner import plan_cases
+from conformance.harness.manifest import MANIFESTS_DIR, case_values, load_manifest, render_argv
+from conformance.harness.plan_runner import plan_cases
 from conformance.cases import find_case, load_case
 
 SOURCE_DIRS = ("conformance", "engine_under_test")

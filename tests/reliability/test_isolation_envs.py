@@ -13,24 +13,25 @@ from pathlib import Path
 import pytest
 
 from conformance import envs
-from conformance.engines import ENGINES, ORACLES, EngineSpec
+from conformance.harness.engine_file import EngineFile, ModulePlan
+from conformance.harness.registry import resolve_engine
 from conformance.errors import OracleEnvError
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize("engine", ORACLES)
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_ready_oracle_env_marker_records_what_was_verified(engine):
-    spec = ENGINES[engine]
+    spec = resolve_engine(engine)
     env = envs.oracle_env(spec)
     if env.state() != "ready":
         pytest.skip(f"{env.path} is {env.state()}")
     marker = json.loads(env.marker.read_text())
     assert marker["engine"] == engine
-    assert marker["version"] == spec.version_pin
-    assert marker["requirements"] == list(spec.pip_requirements)
+    assert marker["version"] == spec.version
+    assert marker["requirements"] == list(spec.plan.pip)
     assert all("==" in r for r in marker["requirements"]), "oracle requirements are exact pins"
     assert marker["pip_check"] == "clean", marker["pip_check"]
-    assert envs.installed_version(env) == spec.version_pin, "the interpreter imports the pinned release"
+    assert envs.installed_version(env, spec) == spec.version, "the interpreter imports the pinned release"
 
 
 def _record_line(name: str, data: bytes) -> str:
@@ -65,9 +66,8 @@ def test_pinned_version_that_imports_another_version_is_refused(tmp_path, monkey
     monkeypatch.setenv("DFLASH_CONFORMANCE_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # nothing leaves this machine
     wheel = fake_wheel(tmp_path, "fakeoracle", metadata_version="1.0.0", imported_version="2.0.0")
-    spec = EngineSpec(name="fakeoracle", kind="oracle", plan_module=None, version_pin="1.0.0",
-                      pip_requirements=(str(wheel),))
-    monkeypatch.setitem(ENGINES, "fakeoracle", spec)
+    spec = EngineFile(name="fakeoracle", role="oracle", version="1.0.0",
+                      plan=ModulePlan("fakeoracle.plan", environment="venv", pip=(str(wheel),)))
     with pytest.raises(OracleEnvError) as err:
         envs.install(spec)
     assert str(err.value) == "fakeoracle: pinned 1.0.0 but the venv imports 2.0.0"
