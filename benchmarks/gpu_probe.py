@@ -50,7 +50,7 @@ def hardware(device: str) -> tuple[str, dict]:
     capacity = torch.cuda.mem_get_info()[1]
     facts = {"name": torch.cuda.get_device_name(), "capacity_bytes": capacity, "driver": driver,
              "cuda": torch.version.cuda, "torch": torch.__version__, "num_sms": props.multi_processor_count}
-    from conformance.adapters.hardware import visible_device_note
+    from conformance.harness.hardware import visible_device_note
 
     facts["cuda_visible_devices"] = os.environ.get("CUDA_VISIBLE_DEVICES")
     words = (f"one {facts['name']} ({capacity / 2**30:.1f} GiB), driver {driver}, CUDA {torch.version.cuda}, "

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import gpu_probe  # noqa: E402
-from conformance.adapters.reference_plan import _memory as memory_section  # noqa: E402
+from conformance.adapters.reference.plan import _memory as memory_section  # noqa: E402
 from engine_under_test import __version__  # noqa: E402
 from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
 from engine_under_test.shapes import DTYPE_SIZE_BYTES  # noqa: E402
