@@ -124,6 +124,25 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
     }
 
 
+def kill_matrix(report: RunReport) -> dict[str, Any] | None:
+    """Defects x checks, when the run includes engines whose files switch defects on: for each such
+    engine, the checks it fails, on how many cases, and the first failing message of each."""
+    defective = [e for e in report.matrix_engines if e.defects]
+    if not defective:
+        return None
+    cells: dict[str, dict[str, list]] = {e.name: {} for e in defective}
+    for v in report.verdicts:
+        if v.failed and v.engine in cells:
+            cells[v.engine].setdefault(v.check, []).append(v)
+    checks = sorted({c for per in cells.values() for c in per})
+    rows = [{"engine": e.name, "defects": ", ".join(e.defects),
+             "cells": [{"check": c, "num_cases": len(cells[e.name].get(c, [])),
+                        "first": (cells[e.name][c][0].case_id + ": " + cells[e.name][c][0].message)
+                        if cells[e.name].get(c) else ""} for c in checks],
+             "killed": bool(cells[e.name])} for e in defective]
+    return {"checks": checks, "rows": rows}
+
+
 def render_html(report: RunReport) -> str:
     template = _environment().get_template("report.html.j2")
     matrix = [{"case": c, "cells": [{"engine": e.name, "outcome": cell_outcome(report, c.id, e.name)}
@@ -131,7 +150,7 @@ def render_html(report: RunReport) -> str:
     return template.render(
         report=report, matrix=matrix, counts=outcome_counts(report), outcomes=OUTCOMES,
         cases=[_case_view(report, c) for c in report.cases],
-        num_failed_checks=sum(1 for v in report.verdicts if v.failed),
+        num_failed_checks=sum(1 for v in report.verdicts if v.failed), kills=kill_matrix(report),
     )
 
 

@@ -149,7 +149,7 @@ def test_unserializable_observation_is_an_error_without_a_crash(tmp_path):
 
 FAKE_PROBE = [
     ("non_json", "is not JSON", "budget: lots, memory: enough"),
-    ("wrong_case", "adapter answered case 'someone-else' where 'the-fault' was due", None),
+    ("wrong_case", "the engine answered case 'someone-else' where 'the-fault' was due", None),
     ("partial", "adapter process exited with code 1 while planning this case; unterminated output:",
      "fake probe: dying mid-line on the-fault"),
     ("silent", "adapter process exited 0 without writing an observation for this case",

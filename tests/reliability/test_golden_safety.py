@@ -102,7 +102,8 @@ def test_no_golden_is_written_without_snapshot_update(suite):
     result = suite.run()
     result.assert_outcomes(failed=1)
     assert suite.golden_files() == [], "a normal run must never write a golden"
-    result.stdout.fnmatch_lines(["*no golden at *: record the oracle's goldens with --snapshot-update*"])
+    result.stdout.fnmatch_lines(["*no golden of the oracle fake at *: record the oracle's goldens with `pytest "
+                                 "suites/budget --engines fake --snapshot-update`*"])
 
 
 def test_recorded_golden_carries_format_schema_and_provenance(suite):
@@ -141,7 +142,7 @@ def test_golden_of_another_oracle_version_fails_with_a_message(suite):
     suite.set_engine(version="1.1.0", max_num_seqs_offset=2)
     result = suite.run()
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*golden recorded with fake 1.0.0, but the live oracle is fake 1.1.0*"])
+    result.stdout.fnmatch_lines(["*golden recorded with fake 1.0.0, but the live engine is fake 1.1.0*"])
     out = result.stdout.str()
     assert "differs from its golden" not in out and "budget.max_num_seqs" not in out, "a message, not a raw diff"
 
@@ -181,6 +182,6 @@ def test_one_changed_number_fails_with_its_dotted_path(suite):
     result = suite.run()
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines([
-        "*fake on gold-case differs from its golden*(1 field(s))*",
+        "*fake 1.0.0 on gold-case differs from its golden*(1 field(s))*",
         f"*budget.max_active_seqs: expected {live + 1}, got {live} (differs)*",
     ])
