@@ -95,6 +95,19 @@ CHECKS: tuple[CheckSpec, ...] = (
               lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
 )
 
+# Run mode: judged on a live observation (`conformance ladder`, the GPU nightly), from what was measured
+# outside the engine (harness.live_sampler); a plan cannot show these.
+LIVE_CHECKS: tuple[CheckSpec, ...] = (
+    CheckSpec("live.device_memory_within_bound", "live", BOTH,
+              lambda i: v.live_device_memory_within_bound(i.obs, i.case_spec)),
+    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec)),
+)
+
+
+def judge_live(obs: dict[str, Any], case_spec: dict[str, Any]) -> list[Verdict]:
+    return [c.run(CheckInput(obs, dict(case_spec))) for c in LIVE_CHECKS]
+
+
 GoldenLookup = Callable[[str, str, str], dict[str, Any]]          # (suite, engine, case_id) -> golden; raises
 LiveLookup = Callable[[str, str], "dict[str, Any] | None"]       # (engine, case_id) -> observation or None
 

@@ -495,3 +495,56 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
         return _v(check, obs, FAIL, f"trace differs from {_name(vllm)} first at step {first} of {len(theirs)} "
                   f"({len(mine)} steps in {me}'s) [{source}]", at(first))
     return _v(check, obs, PASS, f"{len(mine)} steps equal vLLM's [{source}]")
+
+
+# --- live (run mode): what the engine really did, measured from outside ------------------------------
+
+def _live(obs: dict[str, Any]) -> dict[str, Any]:
+    return (obs.get("throughput") or {}).get("live") or {}
+
+
+def live_device_memory_within_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    """Bug 1 as an operator meets it: the device memory of the engine's whole process tree (NVML, the
+    CUDA context included) stays within gpu_memory_utilization x the device's memory, at idle and at
+    every rung. Reads `throughput.live.by_phase[*].peak_device_bytes` and `device_total_bytes`."""
+    check = "live.device_memory_within_bound"
+    util = (case_spec.get("memory") or {}).get("gpu_memory_utilization")
+    live = _live(obs)
+    if util is None:
+        return _v(check, obs, SKIP, "the case bounds KV cache bytes, not the process: no whole-process bound to check")
+    total = live.get("device_total_bytes")
+    if not total or not live.get("by_phase"):
+        return _v(check, obs, SKIP, f"device memory not measured ({live.get('source') or 'no live figures'})")
+    bound = int(util * total)
+    over = [(phase, s["peak_device_bytes"]) for phase, s in live["by_phase"].items()
+            if s.get("peak_device_bytes") is not None and s["peak_device_bytes"] > bound]
+    figures = tuple(f"{phase}: {human_bytes(s.get('peak_device_bytes'))} ({s.get('peak_device_bytes')} B)"
+                    for phase, s in live["by_phase"].items())
+    if over:
+        phase, used = max(over, key=lambda x: x[1])
+        return _v(check, obs, FAIL, f"the engine's processes hold {used} B ({human_bytes(used)}) of device memory at "
+                  f"{phase}, over gpu_memory_utilization {util} x {human_bytes(total)} = {bound} B by {used - bound} B "
+                  f"({human_bytes(used - bound)}) (NVML, CUDA context included; throughput.live.by_phase)", figures)
+    peak = max((s.get("peak_device_bytes") or 0) for s in live["by_phase"].values())
+    return _v(check, obs, PASS, f"peak {human_bytes(peak)} within {util} x {human_bytes(total)} = {human_bytes(bound)}",
+              figures)
+
+
+def live_concurrency_served(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    """Bug 2 as an operator meets it: at the top rung the engine runs min(max_num_seqs, concurrency)
+    requests at once (its running-requests gauge, sampled through the rung), never more than
+    max_num_seqs. Reads `throughput.live.by_phase[top_rung].max_running_requests`."""
+    check = "live.concurrency_served"
+    live = _live(obs)
+    top = live.get("top_rung")
+    got = ((live.get("by_phase") or {}).get(top) or {}).get("max_running_requests") if top else None
+    if top is None or got is None:
+        return _v(check, obs, SKIP, "running requests not measured: " + "; ".join(live.get("notes") or ["no live figures"]))
+    seqs = case_spec["scheduler"]["max_num_seqs"]
+    want = min(seqs, int(top.split("=", 1)[1]))
+    if got > seqs:
+        return _v(check, obs, FAIL, f"{got} requests ran at once at {top}, more than max_num_seqs {seqs}")
+    if got < want:
+        return _v(check, obs, FAIL, f"at most {got} requests ran at once at {top} where max_num_seqs {seqs} and the "
+                  f"load ask for {want}{_by(got, want, 'seqs')}: the engine seats fewer than vLLM would run")
+    return _v(check, obs, PASS, f"{got} requests ran at once at {top} (max_num_seqs {seqs})")

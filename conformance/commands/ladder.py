@@ -1,9 +1,11 @@
-"""`conformance ladder --manifest M --case C`: a live throughput ladder through the process adapter.
+"""`conformance ladder --engine E|--manifest M --case C`: a live throughput ladder through the process adapter.
 
-Starts the engine the manifest describes with the case's knobs, drives the load generator at each
-concurrency, prints a table and writes the `run`-mode observation (JSON). Exit status: 0 when the
-observation is ok, 1 when it is an error or refused (the message says why), 2 for a bad case,
-manifest or option.
+Starts the engine (its engine file's `live:` section, or a manifest) with the case's knobs, drives the
+load generator at each concurrency while sampling the engine from outside (NVML device memory of its
+process tree, its running-requests gauge), prints a table and the live checks
+(`check_table.LIVE_CHECKS`), and writes the `run`-mode observation (JSON). Exit status: 0 when the
+observation is ok and no live check failed, 1 when it is an error or refused or a live check failed,
+2 for a bad case, engine, manifest or option.
 """
 
 from __future__ import annotations
@@ -122,4 +124,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"conformance ladder: {obs['engine']['name']} {obs['status']} on {obs['case_id']}:\n{obs['message']}",
               file=sys.stderr)
         return 1
-    return 0
+    from conformance.check_table import judge_live
+
+    verdicts = judge_live(obs, case.spec)
+    for v in verdicts:
+        print(f"{v.check} [{v.engine} on {v.case_id}]: {v.outcome}: {v.message}")
+    return 1 if any(v.failed for v in verdicts) else 0

@@ -27,6 +27,7 @@ import httpx
 
 from conformance import observation, paths
 from conformance.harness.hardware import describe
+from conformance.harness.live_sampler import LiveSampler
 from conformance.harness.manifest import Manifest, case_values, render, render_argv, render_env
 from conformance.harness.supervise import argv_line, describe_exit, tail
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
@@ -203,12 +204,31 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
             return observation.validate(out, f"process adapter ({m.path.name})")
         plan = parse_plan_figures(log_path.read_text(errors="replace"), m.startup_regexes)
         t1 = time.perf_counter()
-        result = run_ladder(render(m.base_url, values, "base_url"), workload, settings, m.metrics,
-                            int(case["speculative"]["num_speculative_tokens"]), on_rung=on_rung,
-                            alive=lambda: engine.exited(grace_s=ERROR_EXIT_GRACE_S), extra_body=m.request_extra)
+        base_url = render(m.base_url, values, "base_url")
+        sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric)
+        sampler.start()
+        time.sleep(2 * sampler.interval_s)   # the idle footprint, before any request
+        concurrencies = list(settings.concurrencies)
+        if concurrencies:
+            sampler.mark(f"c={concurrencies[0]}")
+
+        def rung_done(rung: dict[str, Any]) -> None:
+            i = concurrencies.index(rung["concurrency"]) if rung["concurrency"] in concurrencies else -1
+            if 0 <= i < len(concurrencies) - 1:
+                sampler.mark(f"c={concurrencies[i + 1]}")
+            on_rung(rung)
+
+        try:
+            result = run_ladder(base_url, workload, settings, m.metrics,
+                                int(case["speculative"]["num_speculative_tokens"]), on_rung=rung_done,
+                                alive=lambda: engine.exited(grace_s=ERROR_EXIT_GRACE_S), extra_body=m.request_extra)
+        finally:
+            sampler.stop()
         timing["ladder_s"] = time.perf_counter() - t1
+        live = sampler.summary()
+        live["top_rung"] = f"c={concurrencies[-1]}" if concurrencies else None
         timing["rungs"] = [{"concurrency": r["concurrency"], "wall_s": r.pop("wall_s", None)} for r in result.rungs]
-        obs["throughput"] = {"model": result.model, "plan": plan, "rungs": result.rungs,
+        obs["throughput"] = {"model": result.model, "plan": plan, "rungs": result.rungs, "live": live,
                              "workload": {"prompt_tokens": workload.prompt_tokens,
                                           "output_tokens": workload.output_tokens, "seed": workload.seed},
                              "settings": {"concurrencies": list(settings.concurrencies),

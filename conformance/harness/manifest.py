@@ -69,6 +69,7 @@ class Manifest:
     metrics: MetricNames
     startup_regexes: Mapping[str, str]
     request_extra: Mapping[str, Any]
+    running_requests_metric: str | None = None
 
 
 def find_manifest(ref: str | Path) -> Path:
@@ -160,7 +161,8 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
                     refusal_exit_codes=tuple(doc.get("refusal_exit_codes") or ()),
                     metrics=MetricNames(accepted_tokens=m.get("accepted_tokens"), draft_tokens=m.get("draft_tokens"),
                                         drafts=m.get("drafts"), acceptance_length_gauge=m.get("acceptance_length_gauge")),
-                    startup_regexes=dict(doc.get("startup_regexes") or {}), request_extra=dict(doc.get("request_extra") or {}))
+                    startup_regexes=dict(doc.get("startup_regexes") or {}), request_extra=dict(doc.get("request_extra") or {}),
+                    running_requests_metric=m.get("running_requests"))
 
 
 def _acceptance_values(case: dict[str, Any]) -> tuple[float | None, list[float] | None]:

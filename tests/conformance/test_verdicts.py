@@ -191,3 +191,28 @@ def test_explains_short_seats():
     wrong["message"] = "the pool seats 7 full-length sequences"
     assert explains_short_seats(wrong).failed
     assert explains_short_seats(obs(seats=9.0)).outcome == "skip"
+
+
+def _run_obs(peaks: dict, running: dict, total=100_000, top="c=4"):
+    o = observation.new("c", "port", "1", "run", "h200")
+    o["throughput"] = {"rungs": [], "live": {"source": "nvml", "device_total_bytes": total, "top_rung": top, "notes": [],
+                                             "by_phase": {p: {"peak_device_bytes": peaks.get(p),
+                                                              "max_running_requests": running.get(p), "num_samples": 3}
+                                                          for p in set(peaks) | set(running)}}}
+    return o
+
+
+def test_live_checks():
+    from conformance.verdicts import live_concurrency_served, live_device_memory_within_bound
+
+    util = {"id": "c", "memory": {"gpu_memory_utilization": 0.5}, "scheduler": {"max_num_seqs": 4}}
+    assert live_device_memory_within_bound(_run_obs({"idle": 40_000, "c=4": 49_000}, {}), util).outcome == "pass"
+    v = live_device_memory_within_bound(_run_obs({"idle": 40_000, "c=4": 51_000}, {}), util)
+    assert v.failed and "over gpu_memory_utilization 0.5" in v.message and "by 1000 B" in v.message
+    kv = {"id": "c", "memory": {"kv_cache_bytes": 1}, "scheduler": {"max_num_seqs": 4}}
+    assert live_device_memory_within_bound(_run_obs({"c=4": 99_999}, {}), kv).outcome == "skip"
+    assert live_concurrency_served(_run_obs({}, {"c=4": 4}), util).outcome == "pass"
+    v = live_concurrency_served(_run_obs({}, {"c=4": 3}), util)          # seats fewer than max_num_seqs
+    assert v.failed and "at most 3 requests" in v.message
+    assert live_concurrency_served(_run_obs({}, {"c=4": 5}), util).failed  # more than max_num_seqs
+    assert live_concurrency_served(_run_obs({}, {}), util).outcome == "skip"

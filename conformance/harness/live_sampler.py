@@ -1,0 +1,122 @@
+"""What a live engine really does, measured from outside while its ladder runs.
+
+Contract: `LiveSampler(pid, metrics_url, running_metric)` samples, every `interval_s` on a thread of
+its own, the device memory of the engine's whole process tree from NVML (every GPU; the CUDA
+context included: NVML's per-process figure) and the engine's running-requests gauge from its
+/metrics (when the manifest names one). `mark(label)` tags the samples that follow ("idle", then
+one label per rung); `summary()` returns, per label, the peak device bytes and the most requests
+running, plus the device's total memory and how the figures were measured ("nvml", or why not).
+It never raises into the ladder: a figure it cannot read is None with the reason in `notes`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from typing import Any
+
+import httpx
+
+
+def process_tree(root_pid: int) -> set[int]:
+    """`root_pid` and every descendant, from /proc (a child that called setsid still has its ppid)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [root_pid]
+    while todo:
+        pid = todo.pop()
+        if pid not in out:
+            out.add(pid)
+            todo += children.get(pid, [])
+    return out
+
+
+class _Nvml:
+    def __init__(self) -> None:
+        self.ok, self.note, self.total_bytes = False, "", None
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv = pynvml
+            self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            self.total_bytes = sum(pynvml.nvmlDeviceGetMemoryInfo(h).total for h in self.handles) or None
+            self.ok = bool(self.handles)
+            self.note = "nvml" if self.ok else "nvml: no device"
+        except Exception as exc:  # no pynvml, no driver, no GPU: the figure is not measured
+            self.note = f"device memory not measured: {type(exc).__name__}: {exc}"
+
+    def used_bytes(self, pids: set[int]) -> int | None:
+        if not self.ok:
+            return None
+        total = 0
+        for h in self.handles:
+            for p in self.nv.nvmlDeviceGetComputeRunningProcesses(h):
+                if p.pid in pids and p.usedGpuMemory:
+                    total += int(p.usedGpuMemory)
+        return total
+
+
+class LiveSampler(threading.Thread):
+    def __init__(self, pid: int, metrics_url: str | None, running_metric: str | None, interval_s: float = 0.2):
+        super().__init__(daemon=True, name="live-sampler")
+        self.pid, self.metrics_url, self.running_metric, self.interval_s = pid, metrics_url, running_metric, interval_s
+        self.label = "idle"
+        self.samples: list[tuple[str, int | None, int | None]] = []
+        self.notes: list[str] = []
+        self._stop_event = threading.Event()
+        self._nvml = _Nvml()
+        if not running_metric:
+            self.notes.append("running requests not measured: the manifest names no metrics.running_requests gauge")
+
+    def mark(self, label: str) -> None:
+        self.label = label
+
+    def _running(self, client: httpx.Client) -> int | None:
+        if not (self.metrics_url and self.running_metric):
+            return None
+        try:
+            text = client.get(self.metrics_url, timeout=2.0).text
+        except httpx.HTTPError:
+            return None
+        m = re.search(rf"^{re.escape(self.running_metric)}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", text, re.MULTILINE)
+        return int(float(m.group(1))) if m else None
+
+    def run(self) -> None:
+        with httpx.Client() as client:
+            while not self._stop_event.is_set():
+                try:
+                    used = self._nvml.used_bytes(process_tree(self.pid))
+                except Exception as exc:  # a driver hiccup must not stop the ladder
+                    used = None
+                    if len(self.notes) < 5:
+                        self.notes.append(f"nvml sample failed: {type(exc).__name__}: {exc}")
+                self.samples.append((self.label, used, self._running(client)))
+                self._stop_event.wait(self.interval_s)
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(timeout=5)
+
+    def summary(self) -> dict[str, Any]:
+        by: dict[str, dict[str, Any]] = {}
+        for label, used, running in self.samples:
+            s = by.setdefault(label, {"peak_device_bytes": None, "max_running_requests": None, "num_samples": 0})
+            s["num_samples"] += 1
+            if used is not None:
+                s["peak_device_bytes"] = max(used, s["peak_device_bytes"] or 0)
+            if running is not None:
+                s["max_running_requests"] = max(running, s["max_running_requests"] or 0)
+        return {"source": self._nvml.note, "device_total_bytes": self._nvml.total_bytes, "by_phase": by,
+                "notes": self.notes, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
