@@ -15,7 +15,15 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _escape
+
+from conformance.report.text import neutralise
+
+
+def escape(value: object) -> Markup:
+    """markupsafe.escape of the value with bidi controls and NUL made visible (`report.text`)."""
+    return _escape(neutralise(value))
 
 ENGINE_COLOURS = {"reference": "#2b6cb0", "vllm": "#c05621", "sglang": "#2f855a"}
 SPARE_COLOURS = ("#6b46c1", "#b83280", "#2c7a7b", "#744210", "#97266d", "#285e61", "#975a16", "#553c9a")
