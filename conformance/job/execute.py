@@ -151,6 +151,7 @@ def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], 
                                        case.spec["device"], "error", f"{spec.name}: {note}"))
         return
     progress.update(task, description=f"{spec.name}: planning")
+    entry["state"] = "running"   # "planned" only once every case is (an interrupt here leaves "interrupted")
     plan_cases(spec, cases, on_observation=arrived, log_dir=run_dir / "logs" / spec.name)
     entry["state"] = "planned"
     progress.update(task, description=f"{spec.name}: done in {time.monotonic() - t0:.0f} s")
