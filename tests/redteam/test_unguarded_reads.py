@@ -33,8 +33,9 @@ def _poison(tmp_path, kind: str):
     elif kind == "huge-int":
         doc = json.loads((paths.MODELS_DIR / "tiny-hybrid" / "config.json").read_text())
         cfg.write_text(json.dumps(doc)[:-1] + ', "vocab_size_x": ' + "9" * 5000 + "}")
-    elif kind == "big":
-        cfg.write_text('{"pad": "' + "x" * (2 << 20) + '"}')
+    elif kind == "big":   # a valid config, padded past the size cap
+        doc = json.loads((paths.MODELS_DIR / "tiny-hybrid" / "config.json").read_text())
+        cfg.write_text(json.dumps(dict(doc, pad="x" * (2 << 20))))
     return bad
 
 
