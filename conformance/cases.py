@@ -17,6 +17,7 @@ from typing import Any, Iterable
 from conformance import paths
 from conformance.errors import CaseError, UnknownCaseError
 from conformance.schemas import error_lines
+from conformance.json_file import read_json
 from conformance.yaml_file import YamlFileError, read_yaml
 
 # Methods whose drafter is a separate model directory.
@@ -70,22 +71,21 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _check_model_dir(path: Path, json_path: str, source: Path) -> list[str]:
+    """Problems of a model dir: not a dir, its config.json unreadable (`json_file.read_json`: FIFOs,
+    devices, huge or deep files refused before or while reading) or against the shape schema
+    (`schemas/shape.schema.json`), each line naming the case, the case's key, the file and its key."""
     cfg = path / "config.json"
     if path.exists() and not path.is_dir():
         return [f"{source}: {json_path}: model dir {path} is not a directory (a shape under conformance/models/ or a dir with config.json)"]
     if not path.is_dir():
         return [f"{source}: {json_path}: model dir {path} does not exist (a shape under conformance/models/ or a path)"]
     try:
-        data = json.loads(cfg.read_text())
-    except OSError as exc:
-        return [f"{source}: {json_path}: cannot read {cfg}: {exc.strerror or exc}"]
-    except json.JSONDecodeError as exc:
-        return [f"{source}: {json_path}: {cfg} is not valid JSON: {exc.msg} (line {exc.lineno})"]
-    except UnicodeDecodeError as exc:
-        return [f"{source}: {json_path}: {cfg} is not valid JSON: not UTF-8 text (byte {exc.start})"]
+        data = read_json(cfg, "model config (config.json)")
+    except YamlFileError as exc:
+        return [f"{source}: {json_path}: {line}" for line in exc.problems]
     if not isinstance(data, dict):
         return [f"{source}: {json_path}: {cfg} is not a JSON object"]
-    return []
+    return [f"{source}: {json_path}: {line}" for line in error_lines("shape", data, str(cfg))]
 
 
 def parse_case(document: Any, source: Path) -> Case:

@@ -31,8 +31,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from conformance import verdicts as v
-from conformance.golden_doc import GoldenFormatError
+from conformance.golden_doc import GoldenFormatError, GoldenMissingError
 from conformance.verdicts import FAIL, MISSING_GOLDEN, SKIP, SUITE_SECTIONS, Verdict
+
+UNREADABLE_GOLDEN = "unreadable-golden"
 
 ORACLE, UNDER_TEST = "oracle", "under-test"
 BOTH = (ORACLE, UNDER_TEST)
@@ -146,7 +148,13 @@ def oracle_document(oracle: str, case_id: str, lookup: GoldenLookup,
 
 def evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: GoldenLookup) -> Verdict:
     engine = obs["engine"]["name"]
-    golden, why = _golden(lookup, suite, engine, obs["case_id"])
+    try:
+        golden, why = lookup(suite, engine, obs["case_id"]), f"{engine} golden in goldens/{suite}"
+    except GoldenMissingError as exc:
+        golden, why = None, str(exc)
+    except GoldenFormatError as exc:   # a broken golden fails for either role: it is not an absence
+        return Verdict(f"{suite}.golden", engine, obs["case_id"], FAIL, f"unreadable golden: {exc}",
+                       cause=UNREADABLE_GOLDEN)
     if golden is None and is_oracle:
         why += f": record the oracle's goldens with `pytest suites/{suite} --engines {engine} --snapshot-update`"
     return v.golden_verdict(suite, obs, golden, why if golden is not None else "", is_oracle, missing_reason=why)

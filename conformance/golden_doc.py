@@ -19,7 +19,11 @@ HEADER_FIELDS = ("schema_version", "case_id", "status", "message")
 
 
 class GoldenFormatError(ConformanceError):
-    pass
+    """A golden that cannot be used: unreadable (not JSON, no golden_format, another format)."""
+
+
+class GoldenMissingError(GoldenFormatError):
+    """No golden recorded for (suite, engine, case): an absence, not a broken file."""
 
 
 def portable(value: Any) -> Any:

@@ -30,7 +30,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from conformance import paths
 from conformance.diff import json_diff
-from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, dumps, golden_view, portable,  # noqa: F401
+from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMissingError, dumps, golden_view, portable,  # noqa: F401
                                     read_golden_text)
 from conformance.verdicts import golden_verdict
 
@@ -149,7 +149,11 @@ def find_golden(suite: str, engine: str, case_id: str) -> dict[str, Any]:
     root = paths.goldens_dir() / suite
     hits = sorted(p for p in root.glob("*/*.json") if p.stem.endswith(f"[{engine}-{case_id}]"))
     if not hits:
-        raise GoldenFormatError(f"no {engine} golden for case {case_id!r} under {root}")
+        raise GoldenMissingError(f"no {engine} golden for case {case_id!r} under {root}")
     if len(hits) > 1:
         raise GoldenFormatError(f"several {engine} goldens for {case_id!r} under {root}: {', '.join(map(str, hits))}")
-    return read_golden_text(hits[0].read_text(), str(hits[0]))
+    try:
+        text = hits[0].read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GoldenFormatError(f"{hits[0]}: unreadable golden: {exc}") from None
+    return read_golden_text(text, str(hits[0]))

@@ -1,16 +1,19 @@
 """Model shapes read from a config.json: what the planner and the pool need to size memory.
 
 Contract: `read_target_shape(dir)` / `read_draft_shape(dir)` return frozen dataclasses or raise
-`ValueError` naming the file and the key. Nothing here touches weights; parameter counts are
+`ValueError` naming the file and the key: sizes and head counts are integers >= 1, layer counts at
+most `MAX_NUM_LAYERS`, flags booleans; config.json is read by `config_file.read_config` (regular
+file, size and nesting checked first). Nothing here touches weights; parameter counts are
 computed from the architecture (Qwen3.5 hybrid target, DFlash Qwen3-style drafter).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from engine_under_test.config_file import read_config
 
 DTYPE_SIZE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 
@@ -119,26 +122,39 @@ class DraftShape:
         return self.num_layers * (attn + mlp + 2 * h) + fc + 2 * h
 
 
+MAX_NUM_LAYERS = 4096   # no real model has more; planning cost grows with the count
+
+
 def _load(model_dir: Path | str) -> tuple[Path, dict[str, Any]]:
     path = Path(model_dir) / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: (root): not a JSON object")
-    return path, data
+    return path, read_config(path)
 
 
-def _get(data: dict[str, Any], key: str, path: Path, kind: type = int) -> Any:
+def _get(data: dict[str, Any], key: str, path: Path, kind: type = int, minimum: int = 1,
+         maximum: int | None = None) -> Any:
+    """An integer key >= `minimum` (sizes and head counts are >= 1), <= `maximum` when given."""
     if key not in data:
         raise ValueError(f"{path}: {key}: missing")
-    value = data[key]
-    if kind is int and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise ValueError(f"{path}: {key}: expected a non-negative integer, got {value!r}")
+    return _int(data[key], key, path, minimum, maximum)
+
+
+def _int(value: Any, key: str, path: Path, minimum: int = 1, maximum: int | None = None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum or (maximum is not None and value > maximum):
+        bound = f"an integer >= {minimum}" + (f" and <= {maximum}" if maximum is not None else "")
+        raise ValueError(f"{path}: {key}: expected {bound}, got {value!r}")
     return value
+
+
+def _bool(data: dict[str, Any], key: str, path: Path, default: bool) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{path}: {key}: expected true or false, got {value!r}")
+    return value
+
+
+def _optional_int(data: dict[str, Any], key: str, path: Path, minimum: int = 1) -> int | None:
+    value = data.get(key)
+    return None if value is None else _int(value, key, path, minimum)
 
 
 def _dtype(data: dict[str, Any], path: Path) -> str:
@@ -150,17 +166,22 @@ def _dtype(data: dict[str, Any], path: Path) -> str:
 
 def _attention(data: dict[str, Any], path: Path) -> AttentionShape:
     heads = _get(data, "num_attention_heads", path)
-    head_dim = data.get("head_dim") or _get(data, "hidden_size", path) // max(heads, 1)
+    if data.get("head_dim") is not None:
+        head_dim = _get(data, "head_dim", path)
+    else:
+        head_dim = _int(_get(data, "hidden_size", path) // heads, "hidden_size / num_attention_heads", path)
     return AttentionShape(num_kv_heads=_get(data, "num_key_value_heads", path), head_dim=head_dim)
 
 
 def read_target_shape(model_dir: Path | str) -> TargetShape:
     path, data = _load(model_dir)
-    n = _get(data, "num_hidden_layers", path)
+    n = _get(data, "num_hidden_layers", path, maximum=MAX_NUM_LAYERS)
     types = data.get("layer_types") or ["full_attention"] * n
+    if not isinstance(types, list):
+        raise ValueError(f"{path}: layer_types: expected a list, got {types!r}"[:300])
     if len(types) != n:
         raise ValueError(f"{path}: layer_types: {len(types)} entries for num_hidden_layers {n}")
-    unknown = sorted({t for t in types} - {"full_attention", "linear_attention"})
+    unknown = sorted({repr(t) for t in types} - {"'full_attention'", "'linear_attention'"})
     if unknown:
         raise ValueError(f"{path}: layer_types: unsupported layer types {unknown}")
     gdn_ids = tuple(i for i, t in enumerate(types) if t == "linear_attention")
@@ -176,19 +197,24 @@ def read_target_shape(model_dir: Path | str) -> TargetShape:
         hidden_size=_get(data, "hidden_size", path), intermediate_size=_get(data, "intermediate_size", path),
         vocab_size=_get(data, "vocab_size", path), num_attention_heads=_get(data, "num_attention_heads", path),
         attention=_attention(data, path), gdn=gdn, dtype=_dtype(data, path),
-        tie_word_embeddings=bool(data.get("tie_word_embeddings", False)),
-        attn_output_gate=bool(data.get("attn_output_gate", False)),
-        max_position_embeddings=data.get("max_position_embeddings"),
-        mtp_num_hidden_layers=int(data.get("mtp_num_hidden_layers") or 0))
+        tie_word_embeddings=_bool(data, "tie_word_embeddings", path, False),
+        attn_output_gate=_bool(data, "attn_output_gate", path, False),
+        max_position_embeddings=_optional_int(data, "max_position_embeddings", path),
+        mtp_num_hidden_layers=_optional_int(data, "mtp_num_hidden_layers", path, minimum=0) or 0)
 
 
 def read_draft_shape(model_dir: Path | str) -> DraftShape:
     path, data = _load(model_dir)
-    n = _get(data, "num_hidden_layers", path)
+    n = _get(data, "num_hidden_layers", path, maximum=MAX_NUM_LAYERS)
     dflash = data.get("dflash_config") or {}
+    if not isinstance(dflash, dict):
+        raise ValueError(f"{path}: dflash_config: expected an object, got {dflash!r}"[:300])
     features = dflash.get("target_layer_ids") or []
+    if not isinstance(features, list) or len(features) > MAX_NUM_LAYERS:
+        raise ValueError(f"{path}: dflash_config.target_layer_ids: expected a list of at most {MAX_NUM_LAYERS} layer ids")
     return DraftShape(
         config_path=path, num_layers=n, hidden_size=_get(data, "hidden_size", path),
         intermediate_size=_get(data, "intermediate_size", path),
         num_attention_heads=_get(data, "num_attention_heads", path), attention=_attention(data, path),
-        num_target_features=len(features), dtype=_dtype(data, path), block_size_tokens=data.get("block_size"))
+        num_target_features=len(features), dtype=_dtype(data, path),
+        block_size_tokens=_optional_int(data, "block_size", path))

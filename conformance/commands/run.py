@@ -3,8 +3,8 @@ judges it with the suites' rules, and writes `reports/<run-id>/` (observations.j
 junit.xml) and `reports/latest`.
 
 Exit status: 0 when every parity check passed and no engine errored; 1 when a check failed or an
-engine errored; 2 for a bad case, engine or option; 130 when interrupted (the partial report is
-still written).
+engine errored; 2 for a bad case, engine or option; 130 when interrupted by SIGINT, 143 by SIGTERM
+(either way the partial report, junit.xml and latest are still written).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from conformance import observation, paths
 from conformance.harness.hardware import describe
 from conformance.harness.live_sampler import LiveSampler
 from conformance.harness.manifest import Manifest, case_values, render, render_argv, render_env
-from conformance.harness.supervise import argv_line, describe_exit, tail
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 
 HEALTH_POLL_S = 0.25
@@ -46,9 +46,9 @@ def free_port() -> int:
 
 
 def _vocab_size(target_dir: str) -> int:
-    import json
+    from conformance.json_file import read_json
 
-    cfg = json.loads((Path(target_dir) / "config.json").read_text())
+    cfg = read_json(Path(target_dir) / "config.json", "model config (config.json)")
     return int(cfg.get("text_config", cfg)["vocab_size"])
 
 
@@ -90,8 +90,8 @@ class EngineProcess:
         with self.log_path.open("w") as log:
             log.write(argv_line(self.argv) + "\n")
             log.flush()
-            self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env=self.env, cwd=str(paths.REPO_ROOT), start_new_session=True)
+            self.proc = spawn(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                              env=self.env, cwd=str(paths.REPO_ROOT))
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -131,10 +131,7 @@ class EngineProcess:
         """Children the engine left behind in its group (workers) go too."""
         if self.proc is None:
             return
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        kill_group(self.proc)
 
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_path, n)
@@ -192,7 +189,15 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
     workload = Workload.from_case(case, _vocab_size(case["resolved"]["target_dir"]))
     timing: dict[str, Any] = {"log_file": str(log_path)}
     obs["timing"] = timing
-    with EngineProcess(argv, env, log_path, m.stop_timeout_s) as engine:
+    engine = EngineProcess(argv, env, log_path, m.stop_timeout_s)
+    try:
+        engine.__enter__()
+    except OSError as exc:   # a missing or non-executable binary: an error observation, not a traceback
+        out = observation.failed(case["id"], m.engine, version, "run", profile, "error",
+                                 f"could not start {argv[0]!r} (command[0] of {m.path}): {exc.strerror or exc}")
+        out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
+        return observation.validate(out, f"process adapter ({m.path.name})")
+    with engine:
         on_started(engine)
         why = wait_healthy(render(m.health_url, values, "health_url"), engine, m.startup_timeout_s)
         timing["startup_s"] = time.perf_counter() - t0

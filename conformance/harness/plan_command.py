@@ -28,7 +28,7 @@ from conformance.harness.engine_file import PLAN_PLACEHOLDERS, CommandPlan, Engi
 from conformance.harness.manifest import ManifestError, case_values, render_argv, render_env
 from conformance.harness.plan_log import build_observation, fatal_message
 from conformance.harness.accept import accept_document, fail, stamp
-from conformance.harness.supervise import argv_line, describe_exit, kill_group, tail
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
 MAX_OUTPUT_BYTES = 64 << 20
 
@@ -72,8 +72,8 @@ def plan_one(engine: EngineFile, case: Case, workdir: Path, index: int) -> dict[
         err.write(argv_line(argv) + "\n")
         err.flush()
         try:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
-                                    cwd=str(engine.engine_dir), start_new_session=True)
+            proc = spawn(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
+                         cwd=str(engine.engine_dir))
         except OSError as exc:
             return fail(engine, case, f"could not start {argv[0]!r} (plan.{plan.kind}.argv[0] of {engine.path}): "
                                       f"{exc.strerror or exc}")

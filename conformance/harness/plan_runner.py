@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -25,7 +24,8 @@ from conformance import observation, paths
 from conformance.cases import Case
 from conformance.harness.engine_file import EngineFile, ModulePlan
 from conformance.harness.accept import accept_document, fail
-from conformance.harness.supervise import argv_line, describe_exit, kill_group, tail
+from conformance.harness.log_dirs import new_log_dir
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
 POLL_S = 0.1
 
@@ -75,8 +75,8 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
         log.write(argv_line(chunk.argv) + "\n")
         log.flush()
         try:
-            proc = subprocess.Popen(chunk.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    env=_process_env(spec), cwd=str(paths.REPO_ROOT), start_new_session=True)
+            proc = spawn(chunk.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                         env=_process_env(spec), cwd=str(paths.REPO_ROOT))
         except OSError as exc:
             obs = [fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
             for o in obs:
@@ -112,6 +112,7 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     if timed_out or proc.poll() is None:
         kill_group(proc)
     rc = proc.wait()
+    kill_group(proc)   # whatever it started (its group, and any descendant that called setsid) goes too
     if len(results) == len(chunk.cases):
         return results, []
     culprit = chunk.cases[len(results)]
@@ -154,7 +155,7 @@ def plan_cases(engine: EngineFile | str, cases: Sequence[Case], on_observation: 
     on_obs = on_observation or (lambda o: None)
     if not cases:
         return []
-    workdir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"{spec.name}-", dir=_logs_root()))
+    workdir = Path(log_dir) if log_dir else new_log_dir(spec.name)
     workdir.mkdir(parents=True, exist_ok=True)
     if not isinstance(spec.plan, ModulePlan):
         from conformance.harness.plan_command import plan_one
@@ -178,9 +179,3 @@ def plan_cases(engine: EngineFile | str, cases: Sequence[Case], on_observation: 
         results += got
         todo = list(rest) + todo
     return results
-
-
-def _logs_root() -> Path:
-    root = paths.cache_dir() / "logs"
-    root.mkdir(parents=True, exist_ok=True)
-    return root

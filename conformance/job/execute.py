@@ -1,7 +1,9 @@
 """`conformance run`: plan the selected cases on every available engine and write the run directory.
 
 Contract: `run_job(options, console)` returns the exit status: 0 when every check passed and no
-engine errored, 1 otherwise, 130 when interrupted (SIGINT). Whatever happens, the run directory
+engine errored, 1 otherwise, 128 + the signal when interrupted (130 for SIGINT, 143 for SIGTERM:
+both are handled alike, and further signals are ignored while the report is written;
+`job.interrupt`). Whatever happens, the run directory
 holds `observations.jsonl` (each observation appended as it arrives), `run.json`, a valid
 `index.html` and `junit.xml` of what was measured (the rest marked not run), and `latest` points
 at it. Engines run one after the other, one adapter process per engine for all cases
@@ -10,6 +12,7 @@ at it. Engines run one after the other, one adapter process per engine for all c
 
 from __future__ import annotations
 
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +28,7 @@ from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError
 from conformance.job import rundir
+from conformance.job.interrupt import Interrupts
 from conformance.job.summary import print_summary
 from conformance.report.junit import write_junit
 from conformance.report.model import RunReport, failed_run
@@ -84,30 +88,40 @@ def run_job(options: RunOptions, console: Console) -> int:
     console.print(f"conformance run {escape(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
                   f"· selection: {escape(selection)} -> {escape(str(run_dir))}")
     log = rundir.ObservationLog(run_dir)
-    interrupted = False
-    try:
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), console=console) as progress:
-            tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
-            for entry, spec in zip(engines, specs):
-                _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
-                rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                                         _meta(run_dir, selection, cases, engines, started))
-    except KeyboardInterrupt:
-        interrupted = True
-        console.print("[yellow]interrupted: writing the report of what was measured[/]")
-    finally:
-        log.close()
-    for entry in engines:
-        if entry["state"] in ("pending", "running"):
-            entry["state"], entry["note"] = "planned", ("interrupted" if interrupted else entry["note"])
-    rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                             _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
-    report = finish(run_dir, console)
-    rundir.point_latest(reports_root, run_dir)
+    with Interrupts() as stop:
+        try:
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                          TimeElapsedColumn(), console=console) as progress:
+                tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
+                for entry, spec in zip(engines, specs):
+                    _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+                    rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                                             _meta(run_dir, selection, cases, engines, started))
+        except KeyboardInterrupt:
+            stop.hold()
+            name = signal.Signals(stop.signum).name if stop.signum else "SIGINT"
+            console.print(f"[yellow]interrupted ({name}): writing the report of what was measured[/]")
+        finally:
+            stop.hold()
+            log.close()
+        interrupted = stop.signum is not None or _interrupted_without_signal(engines)
+        for entry in engines:
+            if entry["state"] == "running":
+                entry["state"], entry["note"] = "interrupted", "interrupted while planning: its observations so far are kept"
+            elif entry["state"] == "pending":
+                entry["state"], entry["note"] = "not run", "the run was interrupted before this engine"
+        rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                                 _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
+        report = finish(run_dir, console)
+        rundir.point_latest(reports_root, run_dir)
     if interrupted:
-        return 130
+        return stop.exit_code or 130
     return 1 if failed_run(report) else 0
+
+
+def _interrupted_without_signal(engines: list[dict[str, Any]]) -> bool:
+    """A KeyboardInterrupt raised by Python itself (no handler installed: not the main thread)."""
+    return any(e["state"] in ("pending", "running") for e in engines)
 
 
 def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], no_build: bool, run_dir: Path,
@@ -137,6 +151,7 @@ def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], 
                                        case.spec["device"], "error", f"{spec.name}: {note}"))
         return
     progress.update(task, description=f"{spec.name}: planning")
+    entry["state"] = "running"   # "planned" only once every case is (an interrupt here leaves "interrupted")
     plan_cases(spec, cases, on_observation=arrived, log_dir=run_dir / "logs" / spec.name)
     entry["state"] = "planned"
     progress.update(task, description=f"{spec.name}: done in {time.monotonic() - t0:.0f} s")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -50,9 +51,17 @@ def new_run_dir(reports_root: Path, now: float | None = None) -> Path:
 
 
 def write_json_atomic(path: Path, doc: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    """Write through a temp file of this process's own (removed on failure), then rename over `path`."""
+    tmp = path.with_name(f".{path.name}-{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    try:
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise
 
 
 class ObservationLog:
@@ -149,18 +158,28 @@ def load_report(run_dir: Path) -> RunReport:
 
 
 def point_latest(reports_root: Path, run_dir: Path) -> Path:
-    """Make `reports_root/latest` name `run_dir`: a relative symlink, else a file with the run id."""
+    """Make `reports_root/latest` name `run_dir`: a relative symlink, else a file with the run id.
+
+    The link is built under a name of its own (`.latest-<pid>-<random>`) and renamed over `latest`
+    (atomic), so runs finishing at the same time never trip over each other's temp file; the temp
+    is removed if anything fails."""
     latest = reports_root / LATEST
-    tmp = reports_root / f".{LATEST}.tmp"
-    try:
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        os.symlink(run_dir.name, tmp)
-    except OSError:
-        tmp.write_text(run_dir.name + "\n")
     if latest.is_dir() and not latest.is_symlink():
         raise ConformanceError(f"{latest} is a directory; remove it so the latest run can be linked there")
-    os.replace(tmp, latest)
+    tmp = reports_root / f".{LATEST}-{os.getpid()}-{secrets.token_hex(6)}"
+    try:
+        try:
+            os.symlink(run_dir.name, tmp)
+        except OSError:
+            with open(tmp, "x", encoding="utf-8") as fh:
+                fh.write(run_dir.name + "\n")
+        os.replace(tmp, latest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return latest
 
 

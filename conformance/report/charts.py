@@ -15,7 +15,15 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
+from markupsafe import escape as _escape
+
+from conformance.report.text import neutralise
+
+
+def escape(value: object) -> Markup:
+    """markupsafe.escape of the value with bidi controls and NUL made visible (`report.text`)."""
+    return _escape(neutralise(value))
 
 # An engine's colour is a function of its name alone (no engine is known by name here), the same in
 # every chart and legend of every report.

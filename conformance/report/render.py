@@ -2,7 +2,10 @@
 
 Contract: `render_html(report)` returns the page; `write_html(report, path)` writes it atomically.
 Every value reaches the page through Jinja2 with autoescape on, or through `charts` (which escapes
-its text itself): an engine's message is shown as text, never interpreted.
+its text itself): an engine's message is shown as text, never interpreted; bidi controls and NUL
+bytes are made visible first (`report.text.neutralise`). The file is written through a temp file in
+the same directory (removed on any failure, Ctrl-C included) and replaced atomically, mode 0644
+less the umask, like the run's other files.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from conformance.report import charts
+from conformance.report.text import neutralise
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 
@@ -26,7 +30,7 @@ POOL_FIELDS = ("num_blocks", "block_size_tokens", "page_size_bytes", "unified")
 
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES_DIR)), autoescape=True, undefined=StrictUndefined,
-                      trim_blocks=True, lstrip_blocks=True)
+                      trim_blocks=True, lstrip_blocks=True, finalize=neutralise)
     env.filters["bytes"] = charts.human_bytes
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     env.globals["engine_colour"] = charts.engine_colour
@@ -157,8 +161,30 @@ def render_html(report: RunReport) -> str:
 def write_html(report: RunReport, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    page = render_html(report)
     fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".html", dir=str(path.parent))
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(render_html(report))
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(page)
+        os.chmod(tmp, 0o644 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return path
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux says it (os.umask sets it too)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -1,4 +1,10 @@
-"""JSON schemas of the framework's documents: cases, observations, engine files and live manifests."""
+"""JSON schemas of the framework's documents: cases, observations, engine files, live manifests and
+model shapes (a model directory's config.json).
+
+In the documents a user writes (`USER_DOCUMENTS`), `"type": "integer"` means an integer: jsonschema
+(draft 6 on) also takes a float with an integral value (`2048.0`), which engines then read as a
+float, plan differently or crash on. Observations keep the standard rule (adapters' JSON).
+"""
 
 from __future__ import annotations
 
@@ -18,9 +24,19 @@ def load_schema(name: str) -> dict:
     return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
 
 
+USER_DOCUMENTS = frozenset({"case", "engine", "manifest", "shape"})
+
+
+def _is_strict_integer(_checker, instance) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
 def validator(name: str) -> jsonschema.protocols.Validator:
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
+    if name in USER_DOCUMENTS:
+        checker = cls.TYPE_CHECKER.redefine("integer", _is_strict_integer)
+        cls = jsonschema.validators.extend(cls, type_checker=checker)
     return cls(schema)
 
 

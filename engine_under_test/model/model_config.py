@@ -7,20 +7,15 @@ naming the file and the JSON key.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine_under_test.config_file import read_config
+
 
 def _read_json(path: Path) -> dict[str, Any]:
-    file = path / "config.json" if path.is_dir() else path
-    try:
-        return json.loads(file.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{file}: no config.json") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: not valid JSON ({exc})") from None
+    return read_config(path / "config.json" if path.is_dir() else path)
 
 
 def _get(raw: dict[str, Any], key: str, kind: type, file: str, default: Any = ...) -> Any:
