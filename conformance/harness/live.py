@@ -147,7 +147,9 @@ def wait_healthy(url: str, engine: EngineProcess, timeout_s: float) -> str | Non
                 return f"{gone} before {url} answered"
             try:
                 if client.get(url).status_code == 200:
-                    return None
+                    # NOTE: another process on the same port answers too; our engine must still be alive
+                    gone = engine.exited(grace_s=HEALTH_POLL_S)
+                    return f"{gone}, yet {url} answered: another process holds the port" if gone else None
             except (httpx.HTTPError, OSError):
                 pass
             time.sleep(HEALTH_POLL_S)
@@ -197,7 +199,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
                                  f"could not start {argv[0]!r} (command[0] of {m.path}): {exc.strerror or exc}")
         out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
         return observation.validate(out, f"process adapter ({m.path.name})")
-    with engine:
+    try:   # started once above: the with-statement would start it a second time on the same port
         on_started(engine)
         why = wait_healthy(render(m.health_url, values, "health_url"), engine, m.startup_timeout_s)
         timing["startup_s"] = time.perf_counter() - t0
@@ -241,7 +243,13 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
                                           "num_warmup_waves": settings.num_warmup_waves,
                                           "min_requests_per_slot": settings.min_requests_per_slot}}
         failed = result.message or next((r["message"] for r in result.rungs if r["status"] == "error"), None)
+        gone = engine.exited()
+        if gone and not failed:
+            failed = (f"{gone} during the ladder, yet its rungs were answered: another process holds port {port}, "
+                      f"and the figures are not this engine's")
         if failed:
             obs["status"], obs["message"] = "error", _with_log(failed, engine)
+    finally:
+        engine.stop()
     timing["wall_s"] = time.perf_counter() - t0
     return observation.validate(obs, f"process adapter ({m.path.name})")
