@@ -69,7 +69,7 @@ class _Nvml:
 
 
 class LiveSampler(threading.Thread):
-    def __init__(self, pid: int, metrics_url: str | None, running_metric: str | None, interval_s: float = 0.2):
+    def __init__(self, pid: int, metrics_url: str | None, running_metric: str | None, interval_s: float = 0.1):
         super().__init__(daemon=True, name="live-sampler")
         self.pid, self.metrics_url, self.running_metric, self.interval_s = pid, metrics_url, running_metric, interval_s
         self.label = "idle"
