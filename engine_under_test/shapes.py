@@ -17,6 +17,10 @@ from engine_under_test.config_file import read_config
 
 DTYPE_SIZE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "fp8": 1}
 
+# Qwen3.5's gated attention is on unless config.json says otherwise (the one default both readers use:
+# this module and model.model_config).
+ATTN_OUTPUT_GATE_DEFAULT = True
+
 
 @dataclass(frozen=True)
 class AttentionShape:
@@ -198,7 +202,7 @@ def read_target_shape(model_dir: Path | str) -> TargetShape:
         vocab_size=_get(data, "vocab_size", path), num_attention_heads=_get(data, "num_attention_heads", path),
         attention=_attention(data, path), gdn=gdn, dtype=_dtype(data, path),
         tie_word_embeddings=_bool(data, "tie_word_embeddings", path, False),
-        attn_output_gate=_bool(data, "attn_output_gate", path, False),
+        attn_output_gate=_bool(data, "attn_output_gate", path, ATTN_OUTPUT_GATE_DEFAULT),
         max_position_embeddings=_optional_int(data, "max_position_embeddings", path),
         mtp_num_hidden_layers=_optional_int(data, "mtp_num_hidden_layers", path, minimum=0) or 0)
 

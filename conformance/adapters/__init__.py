@@ -1,2 +1,3 @@
-"""Adapters: one per engine. Plan adapters run inside the engine's env via `conformance.harness.probe`;
-`runner` starts them as subprocesses and turns every way they can fail into observations."""
+"""Adapters: one in-env plan adapter per engine that plans through a Python module (reference/, vllm/,
+sglang/), run inside the engine's environment by `conformance.harness.probe`; `conformance.harness.plan_runner`
+starts them as subprocesses and turns every way they can fail into observations."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_under_test.config_file import read_config
+from engine_under_test.shapes import ATTN_OUTPUT_GATE_DEFAULT
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -79,7 +80,7 @@ class TargetModelConfig:
         n = _get(raw, "num_hidden_layers", int, f)
         if len(layer_types) != n:
             raise ValueError(f"{f}: $.layer_types has {len(layer_types)} entries, num_hidden_layers is {n}")
-        if not _get(raw, "attn_output_gate", bool, f, True):
+        if not _get(raw, "attn_output_gate", bool, f, ATTN_OUTPUT_GATE_DEFAULT):
             raise ValueError(f"{f}: $.attn_output_gate false is not supported by this engine")
         eos = raw.get("eos_token_id")
         return cls(

@@ -41,3 +41,24 @@ def test_draft_geometry_agrees(draft, target):
     assert (plan.attention.num_kv_heads, plan.attention.head_dim) == (model.num_key_value_heads, model.head_dim)
     assert plan.block_size_tokens == model.block_size
     assert plan.num_target_features == len(model.target_layer_ids)
+
+
+def test_both_readers_default_the_output_gate_alike(tmp_path):
+    """A config.json without attn_output_gate: the planner's shape and the model's config agree (gated)."""
+    import json
+
+    from engine_under_test.model.model_config import TargetModelConfig
+    from engine_under_test.shapes import read_target_shape
+    from conformance import paths
+
+    doc = json.loads((paths.MODELS_DIR / "tiny-hybrid" / "config.json").read_text())
+    doc.pop("attn_output_gate")
+    (tmp_path / "config.json").write_text(json.dumps(doc))
+    assert read_target_shape(tmp_path).attn_output_gate is True
+    assert TargetModelConfig.from_dir(tmp_path).attn_output_gate is True
+
+
+def test_vllm_style_imports():
+    from engine_under_test import LLM, SamplingParams
+
+    assert LLM.__name__ == "LLM" and SamplingParams.__name__ == "SamplingParams"
