@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance import units
 from conformance.diff import Difference, json_diff
 from conformance.golden_doc import golden_view
 
@@ -68,12 +69,7 @@ def _name(doc: dict[str, Any]) -> str:
 
 
 def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "null"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
+    return units.human_bytes(n, none="null")
 
 
 def _by(mine: Any, theirs: Any, unit: str) -> str:

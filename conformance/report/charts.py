@@ -50,13 +50,6 @@ def category_colour(category: str, index: int = 0) -> str:
     return CATEGORY_COLOURS.get(category, ENGINE_PALETTE[index % len(ENGINE_PALETTE)])
 
 
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "n/a"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{int(n)} B"
 
 
 def _tag(name: str, text: str | None = None, **attrs: object) -> str:
