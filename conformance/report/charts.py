@@ -19,6 +19,7 @@ from markupsafe import Markup
 from markupsafe import escape as _escape
 
 from conformance.report.text import neutralise
+from conformance.units import human_bytes  # noqa: F401  (templates and the charts use it from here)
 
 
 def escape(value: object) -> Markup:
