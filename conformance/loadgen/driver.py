@@ -1,0 +1,147 @@
+"""One job of one client process: a slice of a rung's requests, closed-loop or open-loop.
+
+A `Job` is plain data (it crosses the process boundary as JSON): the server, the workload, which
+request indices this process sends, and how. Closed loop (`offsets_s` is None): `concurrency`
+slots, each a keep-alive connection, take the next index as soon as their previous request ends.
+Open loop: request `indices[j]` is due at `start_at_s + offsets_s[j]`; at most `concurrency`
+are in flight (0: no cap), a due request waits for a free slot and that wait is its `queued_s`.
+
+Contract: `run_job(job)` returns one `RequestRecord` per request sent, sorted by index; with
+`stop_on_error` no new request starts after the first failure. Every request body is encoded
+before `start_at_s` (the harness's common start instant on the shared monotonic clock), so no
+JSON encoding happens on the measured path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from conformance.loadgen.client import Connection, completion_body, encode_request
+from conformance.loadgen.record import RequestRecord
+from conformance.loadgen.workload import Workload
+
+_perf = time.perf_counter
+
+
+@dataclass(frozen=True)
+class Job:
+    base_url: str
+    model: str
+    workload: dict[str, int]       # Workload fields
+    tag: str                       # the prompts' tag (see Workload.prompt_token_ids)
+    indices: list[int]
+    concurrency: int               # closed loop: slots; open loop: the cap (0: none)
+    start_at_s: float              # time.perf_counter() instant to start (CLOCK_MONOTONIC)
+    offsets_s: list[float] | None = None
+    temperature: float = 0.0
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    request_timeout_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    stop_on_error: bool = True
+    worker: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def encode_bodies(job: Job) -> list[bytes]:
+    u = urlsplit(job.base_url)
+    w = Workload(**job.workload)
+    return [encode_request(u.hostname, u.port, "/v1/completions",
+                           completion_body(job.model, w.prompt_token_ids(job.tag, i), w.output_tokens,
+                                           job.temperature, job.extra_body)) for i in job.indices]
+
+
+async def _sleep_until(t_s: float) -> None:
+    delay = t_s - _perf()
+    if delay > 0:
+        await asyncio.sleep(delay)
+
+
+async def _closed(job: Job, payloads: list[bytes], conns: list[Connection]) -> list[RequestRecord]:
+    records: list[RequestRecord] = []
+    todo = iter(range(len(job.indices)))
+    failed = False
+
+    async def slot(conn: Connection) -> None:
+        nonlocal failed
+        for j in todo:
+            if failed and job.stop_on_error:
+                return
+            rec = await conn.stream(payloads[j], job.indices[j], job.request_timeout_s, worker=job.worker)
+            records.append(rec)
+            failed = failed or not rec.ok
+
+    await _sleep_until(job.start_at_s)
+    await asyncio.gather(*(slot(c) for c in conns))
+    return records
+
+
+async def _open(job: Job, payloads: list[bytes], idle: list[Connection], host: str, port: int) -> list[RequestRecord]:
+    records: list[RequestRecord] = []
+    cap = asyncio.Semaphore(job.concurrency) if job.concurrency > 0 else None
+    tasks: set[asyncio.Task] = set()
+    failed = False
+
+    async def one(j: int, due_s: float) -> None:
+        nonlocal failed
+        t = _perf()
+        if cap is not None:
+            await cap.acquire()
+        queued = _perf() - t if cap is not None else 0.0
+        conn = idle.pop() if idle else Connection(host, port, job.connect_timeout_s)
+        try:
+            rec = await conn.stream(payloads[j], job.indices[j], job.request_timeout_s, scheduled_s=due_s,
+                                    worker=job.worker)
+        finally:
+            idle.append(conn)
+            if cap is not None:
+                cap.release()
+        records.append(rec._replace(queued_s=queued))
+        failed = failed or not rec.ok
+
+    for j, off in enumerate(job.offsets_s):
+        due = job.start_at_s + off
+        await _sleep_until(due)
+        if failed and job.stop_on_error:
+            break
+        task = asyncio.ensure_future(one(j, due))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+    if tasks:
+        await asyncio.gather(*tasks)
+    return records
+
+
+async def _preconnect(conns: list[Connection]) -> None:
+    """Open the connections before the start: connection setup is not a request's latency.
+    A connection that fails here is retried by its first request, which records the error."""
+    await asyncio.gather(*(c.connect() for c in conns), return_exceptions=True)
+
+
+async def run_job(job: Job) -> list[RequestRecord]:
+    u = urlsplit(job.base_url)
+    payloads = encode_bodies(job)
+    if job.offsets_s is None:
+        conns = [Connection(u.hostname, u.port, job.connect_timeout_s) for _ in range(max(1, job.concurrency))]
+        await _preconnect(conns)
+        try:
+            records = await _closed(job, payloads, conns)
+        finally:
+            for c in conns:
+                c.close()
+    else:
+        if len(job.offsets_s) != len(job.indices):
+            raise ValueError("job.offsets_s: one offset per index is needed")
+        idle = [Connection(u.hostname, u.port, job.connect_timeout_s) for _ in range(job.concurrency)]
+        await _preconnect(idle)
+        try:
+            records = await _open(job, payloads, idle, u.hostname, u.port)
+        finally:
+            for c in idle:
+                c.close()
+    return sorted(records, key=lambda r: r.index)
