@@ -6,17 +6,20 @@ slots, each a keep-alive connection, take the next index as soon as their previo
 Open loop: request `indices[j]` is due at `start_at_s + offsets_s[j]`; at most `concurrency`
 are in flight (0: no cap), a due request waits for a free slot and that wait is its `queued_s`.
 
-Contract: `run_job(job)` returns one `RequestRecord` per request sent, sorted by index; with
-`stop_on_error` no new request starts after the first failure. Every request body is encoded
+Contract: `run_job(job)` returns a `JobResult`: one `RequestRecord` per request sent, sorted by
+index (with `stop_on_error` no new request starts after the first failure), the start instant
+it used, and the event loop's lag (how late a 5 ms heartbeat woke, sampled throughout: a loop
+that wakes late is a saturated client, whatever the server does). Every request body is encoded
 before `start_at_s` (the harness's common start instant on the shared monotonic clock), so no
-JSON encoding happens on the measured path.
+JSON encoding happens on the measured path; a job with `shift_late_start` whose preparation ran
+past `start_at_s` starts when it is ready instead (one in-process job has no one to keep pace with).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -43,9 +46,34 @@ class Job:
     connect_timeout_s: float = 10.0
     stop_on_error: bool = True
     worker: int = 0
+    shift_late_start: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+HEARTBEAT_S = 0.005
+
+
+@dataclass
+class JobResult:
+    records: list[RequestRecord]
+    t0_s: float
+    loop_lag_s: list[float]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"records": [list(r) for r in self.records], "t0_s": self.t0_s, "loop_lag_s": self.loop_lag_s}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "JobResult":
+        return cls([RequestRecord(*r[:4], tuple(r[4]), *r[5:]) for r in d["records"]], d["t0_s"], d["loop_lag_s"])
+
+
+async def _heartbeat(lags: list[float]) -> None:
+    while True:
+        t = _perf()
+        await asyncio.sleep(HEARTBEAT_S)
+        lags.append(max(0.0, _perf() - t - HEARTBEAT_S))
 
 
 def encode_bodies(job: Job) -> list[bytes]:
@@ -123,12 +151,23 @@ async def _preconnect(conns: list[Connection]) -> None:
     await asyncio.gather(*(c.connect() for c in conns), return_exceptions=True)
 
 
-async def run_job(job: Job) -> list[RequestRecord]:
+async def run_job(job: Job) -> JobResult:
     u = urlsplit(job.base_url)
     payloads = encode_bodies(job)
+    lags: list[float] = []
+    beat = asyncio.ensure_future(_heartbeat(lags))
+    try:
+        records, t0 = await _run(job, payloads, u.hostname, u.port)
+    finally:
+        beat.cancel()
+    return JobResult(sorted(records, key=lambda r: r.index), t0, lags)
+
+
+async def _run(job: Job, payloads: list[bytes], host: str, port: int) -> tuple[list[RequestRecord], float]:
     if job.offsets_s is None:
-        conns = [Connection(u.hostname, u.port, job.connect_timeout_s) for _ in range(max(1, job.concurrency))]
+        conns = [Connection(host, port, job.connect_timeout_s) for _ in range(max(1, job.concurrency))]
         await _preconnect(conns)
+        job = _shifted(job)
         try:
             records = await _closed(job, payloads, conns)
         finally:
@@ -137,11 +176,19 @@ async def run_job(job: Job) -> list[RequestRecord]:
     else:
         if len(job.offsets_s) != len(job.indices):
             raise ValueError("job.offsets_s: one offset per index is needed")
-        idle = [Connection(u.hostname, u.port, job.connect_timeout_s) for _ in range(job.concurrency)]
+        idle = [Connection(host, port, job.connect_timeout_s) for _ in range(job.concurrency)]
         await _preconnect(idle)
+        job = _shifted(job)
         try:
-            records = await _open(job, payloads, idle, u.hostname, u.port)
+            records = await _open(job, payloads, idle, host, port)
         finally:
             for c in idle:
                 c.close()
-    return sorted(records, key=lambda r: r.index)
+    return records, job.start_at_s
+
+
+def _shifted(job: Job) -> Job:
+    now = _perf()
+    if job.shift_late_start and now > job.start_at_s:
+        return replace(job, start_at_s=now + 0.001)
+    return job

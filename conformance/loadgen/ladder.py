@@ -30,7 +30,7 @@ import httpx
 
 from conformance.loadgen import event_loop
 from conformance.loadgen.arrivals import arrival_offsets_s
-from conformance.loadgen.driver import Job
+from conformance.loadgen.driver import Job, JobResult
 from conformance.loadgen.prometheus import parse_samples
 from conformance.loadgen.record import RequestRecord
 from conformance.loadgen.rung_stats import saturation_message, wave_figures
@@ -98,22 +98,22 @@ def _job(base_url: str, model: str, workload: Workload, settings: LoadgenSetting
 
 
 def _closed_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
-                 concurrency: int, tag: str, n: int, extra_body: Mapping[str, Any]) -> tuple[list[RequestRecord], float]:
+                 concurrency: int, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
     t0 = pool.start_at_s()
     parts = split_closed(range(n), concurrency, pool.num_processes if pool.procs else 1)
     jobs = [_job(base_url, model, workload, settings, tag, idx, slots, t0, extra_body, w)
             for w, (idx, slots) in enumerate(parts)]
-    return pool.run(jobs), t0
+    return pool.run(jobs)
 
 
 def _open_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
-               rate: float, tag: str, n: int, extra_body: Mapping[str, Any]) -> tuple[list[RequestRecord], float]:
+               rate: float, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
     t0 = pool.start_at_s()
     offsets = arrival_offsets_s(n, rate, settings.arrival, settings.burstiness, seed=settings.arrival_seed)
     parts = split_open(list(range(n)), offsets, settings.max_concurrency, pool.num_processes if pool.procs else 1)
     jobs = [_job(base_url, model, workload, settings, tag, idx, cap, t0, extra_body, w, offs)
             for w, (idx, offs, cap) in enumerate(parts)]
-    return pool.run(jobs), t0
+    return pool.run(jobs)
 
 
 def _wall_time_ns(t0_s: float) -> int:
@@ -132,13 +132,14 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     t0_walls: list[int] = []
     waves: list[dict[str, Any]] = []
     accept_lengths: list[float] = []
+    loop_lags: list[float] = []
     message: str | None = None
     started = time.perf_counter()
     for rep in range(settings.num_repeats):
         for w in range(settings.num_warmup_waves):
-            warm, _ = _closed_wave(pool, base_url, model, workload, settings, warm_c, f"warmup-{key}-r{rep}-w{w}",
-                                   warm_c, extra_body)
-            message = _first_failure(warm, workload.output_tokens)
+            warm = _closed_wave(pool, base_url, model, workload, settings, warm_c, f"warmup-{key}-r{rep}-w{w}",
+                                warm_c, extra_body)
+            message = _first_failure(warm.records, workload.output_tokens)
             if message:
                 message = f"warm-up {message}"
                 break
@@ -147,9 +148,11 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         before = _scrape(base_url)
         tag = f"{key}-r{rep}"
         if rate is None:
-            records, t0 = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body)
+            res = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body)
         else:
-            records, t0 = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body)
+            res = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body)
+        records, t0 = res.records, res.t0_s
+        loop_lags += res.loop_lag_s
         after = _scrape(base_url)
         measured += records
         t0_walls.append(_wall_time_ns(t0))
@@ -158,7 +161,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         message = _first_failure(records, workload.output_tokens)
         if message:
             break
-        waves.append(wave_figures(records, t0, rate, settings.slo_ttft_ms, settings.slo_tpot_ms))
+        waves.append(wave_figures(records, t0, rate, settings.slo_ttft_ms, settings.slo_tpot_ms, res.loop_lag_s))
         a = _acceptance_length(before, after, names, k)
         if a is not None:
             accept_lengths.append(a)
@@ -195,15 +198,17 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         "wall_s": wall_s,
         "client": {"num_processes": pool.num_processes, "event_loop": event_loop.loop_name()},
         "repeats_t0_wall_time_ns": t0_walls,
+        "loop_lag_ms": spread(loop_lags, 1e3),
+        "saturated": next((w["saturated"] for w in waves if w["saturated"]), None),
     }
+    rung["saturation_message"] = saturation_message(rung["saturated"], rate, _median(
+        [w.get("achieved_request_per_s") for w in waves]))
     if rate is not None:
         for f in ("scheduled_request_per_s", "achieved_request_per_s"):
             rung[f] = _median([w[f] for w in waves])
         rung["request_rate_per_s"] = rate
         rung["client_lag_ms"] = spread([r.client_lag_s for r in measured], 1e3)
         rung["queued_ms"] = spread([r.queued_s for r in measured], 1e3)
-        rung["saturated"] = next((w["saturated"] for w in waves if w["saturated"]), None)
-        rung["saturation_message"] = saturation_message(rung["saturated"], rate, rung["achieved_request_per_s"])
     if settings.keep_records:
         rung["records"] = disk
     return rung

@@ -9,9 +9,9 @@ line of records. The harness picks the common start instant `start_at_s` on
 `time.perf_counter()` (CLOCK_MONOTONIC, shared by every process of the host), so the merged
 records need no translation. With one process the job runs in the harness's own thread.
 
-Contract: `ClientPool.run(jobs)` returns every job's records merged and sorted by index; a
-worker that dies or answers garbage raises `RuntimeError` naming it (a client fault is never an
-engine's failure).
+Contract: `ClientPool.run(jobs)` returns a `JobResult` of every job merged: records sorted by
+index, the earliest start instant, every loop's lag samples; a worker that dies or answers
+garbage raises `RuntimeError` naming it (a client fault is never an engine's failure).
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ import time
 from typing import Any, Sequence
 
 from conformance.loadgen import event_loop
-from conformance.loadgen.driver import Job, run_job
-from conformance.loadgen.record import RequestRecord
+from dataclasses import replace
+
+from conformance.loadgen.driver import Job, JobResult, run_job
 
 START_LEAD_S = 0.25   # time between handing out jobs and their common start: every worker encodes first
 
@@ -87,26 +88,27 @@ class ClientPool:
     def start_at_s(self) -> float:
         return time.perf_counter() + (START_LEAD_S if self.procs else 0.0)
 
-    def run(self, jobs: Sequence[Job]) -> list[RequestRecord]:
+    def run(self, jobs: Sequence[Job]) -> JobResult:
         if not self.procs:
             if len(jobs) != 1:
                 raise ValueError("an in-process pool runs one job at a time")
-            return event_loop.run(run_job(jobs[0]))
+            return event_loop.run(run_job(replace(jobs[0], shift_late_start=True)))
         if len(jobs) > len(self.procs):
             raise ValueError(f"{len(jobs)} jobs for {len(self.procs)} client processes")
         for p, job in zip(self.procs, jobs):
             p.stdin.write(json.dumps(job.to_json()) + "\n")
             p.stdin.flush()
-        records: list[RequestRecord] = []
+        parts: list[JobResult] = []
         for w, (p, job) in enumerate(zip(self.procs, jobs)):
             line = p.stdout.readline()
             try:
-                records += [RequestRecord(*r[:4], tuple(r[4]), *r[5:]) for r in json.loads(line)]
-            except (ValueError, TypeError) as exc:
+                parts.append(JobResult.from_json(json.loads(line)))
+            except (ValueError, TypeError, KeyError) as exc:
                 rc = p.poll()
                 raise RuntimeError(f"client process {w} (pid {p.pid}) gave no records"
                                    f"{'' if rc is None else f', exited with code {rc}'}: {exc}") from None
-        return sorted(records, key=lambda r: r.index)
+        records = sorted((r for part in parts for r in part.records), key=lambda r: r.index)
+        return JobResult(records, min(part.t0_s for part in parts), [x for part in parts for x in part.loop_lag_s])
 
 
 def _serve() -> int:
@@ -115,8 +117,8 @@ def _serve() -> int:
         os.sched_setaffinity(0, {int(sys.argv[sys.argv.index("--cpu") + 1])})
     for line in sys.stdin:
         job = Job(**json.loads(line))
-        records = event_loop.run(run_job(job))
-        sys.stdout.write(json.dumps([list(r) for r in records]) + "\n")
+        result = event_loop.run(run_job(job))
+        sys.stdout.write(json.dumps(result.to_json()) + "\n")
         sys.stdout.flush()
     return 0
 
