@@ -128,7 +128,12 @@ class _Protocol(asyncio.Protocol):
             nl = raw.find(b"\r\n", pos)
             if nl < 0:
                 break
-            size = int(raw[pos:nl].split(b";", 1)[0], 16)
+            try:
+                size = int(raw[pos:nl].split(b";", 1)[0], 16)
+            except ValueError:
+                r.error = r.error or f"malformed chunked body: chunk size {raw[pos:nl][:40]!r}"
+                self._finish()
+                return
             if size == 0:
                 if raw.find(b"\r\n", nl + 2) < 0:   # trailers end with an empty line
                     break

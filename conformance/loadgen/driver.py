@@ -85,9 +85,13 @@ def encode_bodies(job: Job) -> list[bytes]:
 
 
 async def _sleep_until(t_s: float) -> None:
-    delay = t_s - _perf()
+    """Wake at `t_s`, never before: loop timers may fire up to a millisecond early (uvloop rounds to
+    ms), so sleep to a millisecond short of it and yield to the loop for the rest."""
+    delay = t_s - _perf() - 1e-3
     if delay > 0:
         await asyncio.sleep(delay)
+    while _perf() < t_s:
+        await asyncio.sleep(0)
 
 
 async def _closed(job: Job, payloads: list[bytes], conns: list[Connection]) -> list[RequestRecord]:
