@@ -7,9 +7,11 @@
 server at each concurrency, closed loop (vLLM's `--request-rate inf --max-concurrency c`),
 prompts of 16 token ids, `--output-tokens` tokens with ignore_eos. Servers: the stub in its own
 process with `--step-delay-ms` between tokens (a paced engine), and the reference engine's
-server (`python -m engine_under_test.serve`, tiny shapes, CPU). Printed side by side: TTFT,
-TPOT and ITL medians, output tokens/s, and our/vLLM ratios. Then both clients' ceiling: the
-burst stub (no delay) at `--ceiling-concurrency`, requests/s and tokens/s. Each client runs
+server (`python -m engine_under_test.serve`, tiny shapes, CPU). The two clients alternate
+`--rounds` times per point (a shared, noisy host: only figures taken side by side compare).
+Printed side by side: the median over rounds of each client's TTFT, TPOT and ITL medians and
+output tokens/s, and our/vLLM ratios. Then both clients' ceiling: the burst stub (no delay) at
+`--ceiling-concurrency`, the best requests/s and tokens/s over the rounds. Each client runs
 pinned to `--client-cpu`, each server to `--server-cpu`.
 
 Offline: vLLM's bench needs a tokenizer even for pre-tokenized prompts. It gets one built here
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -129,10 +132,19 @@ class ReferenceServer:
         self.proc.wait(timeout=20)
 
 
-def _row(label: str, c: int, ours_r: dict, v: dict) -> str:
-    mine = (ours_r["ttft_ms"]["median"], ours_r["tpot_ms"]["median"], ours_r["itl_ms"]["median"],
-            ours_r["output_tok_per_s"])
-    theirs = (v["median_ttft_ms"], v["median_tpot_ms"], v["median_itl_ms"], v["output_throughput"])
+def _ours_figures(r: dict) -> tuple[float, ...]:
+    return r["ttft_ms"]["median"], r["tpot_ms"]["median"], r["itl_ms"]["median"], r["output_tok_per_s"]
+
+
+def _vllm_figures(v: dict) -> tuple[float, ...]:
+    return v["median_ttft_ms"], v["median_tpot_ms"], v["median_itl_ms"], v["output_throughput"]
+
+
+def _medians(rows: list[tuple[float, ...]]) -> tuple[float, ...]:
+    return tuple(statistics.median(col) for col in zip(*rows))
+
+
+def _row(label: str, c: int, mine: tuple[float, ...], theirs: tuple[float, ...]) -> str:
     cells = " ".join(f"{a:>9.3f} {b:>9.3f} {a / b if b else float('nan'):>6.3f}" for a, b in zip(mine, theirs))
     return f"{label:<10} {c:>3} {cells}"
 
@@ -150,6 +162,7 @@ def main() -> int:
     ap.add_argument("--step-delay-ms", type=float, default=2.0)
     ap.add_argument("--ceiling-concurrency", type=int, default=64)
     ap.add_argument("--ceiling-requests", type=int, default=3000)
+    ap.add_argument("--rounds", type=int, default=3, help="alternations of the two clients per point")
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--server-cpu", type=int, default=0)
     a = ap.parse_args()
@@ -164,27 +177,41 @@ def main() -> int:
         trace = write_trace(work / "stub.jsonl", a.requests, a.output_tokens)
         with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
             for c in (int(x) for x in a.stub_concurrency.split(",")):
-                v = vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, a.requests, work, a.client_cpu)
-                r = ours(stub.base_url, c, a.requests, a.output_tokens, a.client_cpu)
-                print(_row(f"stub {a.step_delay_ms:g}ms", c, r, v), flush=True)
+                theirs, mine = [], []
+                for _ in range(a.rounds):
+                    theirs.append(_vllm_figures(vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, a.requests,
+                                                           work, a.client_cpu)))
+                    mine.append(_ours_figures(ours(stub.base_url, c, a.requests, a.output_tokens, a.client_cpu)))
+                print(_row(f"stub {a.step_delay_ms:g}ms", c, _medians(mine), _medians(theirs)), flush=True)
     if "reference" in servers:
         trace = write_trace(work / "ref.jsonl", a.reference_requests, a.reference_output_tokens)
         with ReferenceServer(a.server_cpu) as ref:
             model = httpx.get(f"{ref.base_url}/v1/models", trust_env=False).json()["data"][0]["id"]
             for c in (int(x) for x in a.reference_concurrency.split(",")):
-                v = vllm_bench(a.vllm, ref.base_url, model, tok, trace, c, a.reference_requests, work, a.client_cpu)
-                r = ours(ref.base_url, c, a.reference_requests, a.reference_output_tokens, a.client_cpu)
-                print(_row("reference", c, r, v), flush=True)
+                theirs, mine = [], []
+                for _ in range(a.rounds):
+                    theirs.append(_vllm_figures(vllm_bench(a.vllm, ref.base_url, model, tok, trace, c,
+                                                           a.reference_requests, work, a.client_cpu)))
+                    mine.append(_ours_figures(ours(ref.base_url, c, a.reference_requests, a.reference_output_tokens,
+                                                   a.client_cpu)))
+                print(_row("reference", c, _medians(mine), _medians(theirs)), flush=True)
     if a.ceiling_requests:
         c, n = a.ceiling_concurrency, a.ceiling_requests
         trace = write_trace(work / "ceiling.jsonl", n, a.output_tokens)
+        theirs, mine = [], []
         with StubProcess(cpu=a.server_cpu) as stub:
-            v = vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, n, work, a.client_cpu)
-            r = ours(stub.base_url, c, n, a.output_tokens, a.client_cpu)
-        print(f"ceiling, burst stub, c={c}, {n} requests of {a.output_tokens} tokens: "
-              f"ours {r['request_per_s']:.0f} req/s {r['output_tok_per_s']:.0f} tok/s; "
-              f"vllm bench serve {v['request_throughput']:.0f} req/s {v['output_throughput']:.0f} tok/s; "
-              f"ratio {r['output_tok_per_s'] / v['output_throughput']:.2f}")
+            for _ in range(a.rounds):
+                theirs.append(vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, n, work, a.client_cpu))
+                mine.append(ours(stub.base_url, c, n, a.output_tokens, a.client_cpu))
+        rounds_ours = ", ".join(f"{r['request_per_s']:.0f}" for r in mine)
+        rounds_vllm = ", ".join(f"{v['request_throughput']:.0f}" for v in theirs)
+        best_v = max(theirs, key=lambda v: v["output_throughput"])
+        best_o = max(mine, key=lambda r: r["output_tok_per_s"])
+        print(f"ceiling, burst stub, c={c}, {n} requests of {a.output_tokens} tokens, best of {a.rounds} "
+              f"(each round: ours {rounds_ours} req/s; vllm {rounds_vllm} req/s): "
+              f"ours {best_o['request_per_s']:.0f} req/s {best_o['output_tok_per_s']:.0f} tok/s; "
+              f"vllm bench serve {best_v['request_throughput']:.0f} req/s {best_v['output_throughput']:.0f} tok/s; "
+              f"ratio {best_o['output_tok_per_s'] / best_v['output_throughput']:.2f}")
     return 0
 
 
