@@ -1,12 +1,14 @@
 """One streaming completion request on a keep-alive HTTP/1.1 connection, timed by the harness's clock.
 
 Why not an HTTP library: the client must be faster than any engine it measures. Measured on a
-2-core host against the stub server (`benchmarks/loadgen_clients.py`, 64-token streams, c=64, one
-client process): httpx ~190 req/s, aiohttp (what `vllm bench serve` uses) ~600-700 req/s,
-asyncio streams ~900 req/s, this `asyncio.Protocol` with a minimal chunked + SSE parser ~1,500+
-req/s (more with uvloop). Per received segment it does one clock read, a few `bytes.find`s and
-one `json.loads` per SSE event; nothing else runs per token. It speaks only what an
-OpenAI-compatible server sends: a status line, headers, a chunked or Content-Length body.
+2-core host against the stub server in its own process (`benchmarks/loadgen_clients.py`, 64-token
+streams, c=64, one client process pinned to the other core, every SSE event parsed with
+`json.loads`): httpx 125-170 req/s, aiohttp (what `vllm bench serve` uses) 1,180-1,270 req/s,
+asyncio streams 1,220-1,330 req/s, this `asyncio.Protocol` with a minimal chunked + SSE parser
+1,700-1,810 req/s (uvloop made no measurable difference there). Per received segment it does one
+clock read and a few `bytes.find`s, then one `json.loads` per SSE event; nothing else runs per
+token. It speaks only what an OpenAI-compatible server sends: a status line, headers, a chunked
+or Content-Length body (or one delimited by the close).
 
 Contract: `Connection.stream(...)` never raises for what the server does (refused connection,
 HTTP error, broken or truncated stream, timeout): it returns a `RequestRecord` with `error` set.

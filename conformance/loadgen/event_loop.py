@@ -1,8 +1,8 @@
 """The event loop every loadgen process runs: uvloop when it is installed, else asyncio's own.
 
-uvloop (libuv) roughly halves the per-event cost of socket reads and timers against the default
-selector loop; it is an optional speedup, never a requirement: without it everything runs on the
-standard loop, slower. `LOADGEN_NO_UVLOOP=1` forces the standard loop (to measure the difference).
+uvloop (libuv) is an optional speedup, never a requirement: without it everything runs on the
+standard loop. How much it buys depends on the host: `benchmarks/loadgen_overhead.py` prints the
+loop it ran on, and `LOADGEN_NO_UVLOOP=1` forces the standard loop to measure the difference.
 """
 
 from __future__ import annotations
