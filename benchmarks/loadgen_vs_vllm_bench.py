@@ -5,7 +5,9 @@
 
 `vllm bench serve` (from the cached vLLM venv) and `conformance.loadgen` take turns on each
 server at each concurrency, closed loop (vLLM's `--request-rate inf --max-concurrency c`),
-prompts of 16 token ids, `--output-tokens` tokens with ignore_eos. Servers: the stub in its own
+prompts of 16 token ids, `--output-tokens` tokens with ignore_eos, greedy (temperature 0 on both:
+under sampling a random-weight draft is accepted far more often than under greedy, so the
+reference engine runs a different workload). Servers: the stub in its own
 process with `--step-delay-ms` between tokens (a paced engine), and the reference engine's
 server (`python -m engine_under_test.serve`, tiny shapes, CPU). The two clients alternate
 `--rounds` times per point (a shared, noisy host: only figures taken side by side compare).
@@ -68,7 +70,7 @@ def vllm_bench(vllm: Path, base_url: str, model: str, tok: Path, trace: Path, c:
     argv = [str(vllm), "bench", "serve", "--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
             "--model", model, "--tokenizer", str(tok), "--dataset-name", "timed_trace", "--dataset-path", str(trace),
             "--no-self-timed", "--request-rate", "inf", "--max-concurrency", str(c), "--num-prompts", str(n),
-            "--ignore-eos", "--num-warmups", str(c), "--save-result", "--result-dir", str(work),
+            "--ignore-eos", "--temperature", "0", "--num-warmups", str(c), "--save-result", "--result-dir", str(work),
             "--result-filename", out.name, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
             "50,90,99", "--disable-tqdm"]
     if cpu is not None:
