@@ -62,3 +62,13 @@ def test_saturation_names_the_client_or_the_cap() -> None:
     assert f["saturated"] is None and f["achieved_request_per_s"] == pytest.approx(100.0)
     # a loop that woke 20 ms late is a saturated client in closed loop too
     assert wave_figures(on_time, 0.0, None, loop_lag_s=[0.02] * 10)["saturated"] == "client"
+
+
+def test_saturation_message_says_whether_the_rate_held() -> None:
+    from conformance.loadgen.rung_stats import saturation_message
+
+    assert "woke over 5 ms late" in saturation_message("client", 1000.0, 999.0)
+    assert "add client processes" in saturation_message("client", 1000.0, 500.0)
+    assert "woke over 5 ms late" in saturation_message("client", None, None)
+    assert "engine is saturated" in saturation_message("concurrency_cap", 100.0, 50.0)
+    assert saturation_message(None, 100.0, 100.0) is None
