@@ -214,7 +214,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         base_url = render(m.base_url, values, "base_url")
         sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric)
         sampler.start()
-        time.sleep(2 * sampler.interval_s)   # the idle footprint, before any request
+        sampler.wait_for_samples(2)   # the idle footprint, before any request
         concurrencies = list(settings.concurrencies)
         if concurrencies:
             sampler.mark(f"c={concurrencies[0]}")

@@ -83,6 +83,16 @@ class LiveSampler(threading.Thread):
     def mark(self, label: str) -> None:
         self.label = label
 
+    def wait_for_samples(self, num_samples: int, timeout_s: float = 10.0) -> bool:
+        """Block until `num_samples` samples of the current label exist (the idle footprint before any
+        request, say); False if the timeout passed first."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if sum(1 for label, _, _ in self.samples if label == self.label) >= num_samples:
+                return True
+            time.sleep(self.interval_s / 4)
+        return False
+
     def _running(self, client: httpx.Client) -> int | None:
         if not (self.metrics_url and self.running_metric):
             return None

@@ -1,5 +1,11 @@
 """Load generator: an OpenAI-compatible streaming client that drives throughput ladders.
 
+Closed loop (a rung per concurrency) or open loop (a rung per request rate, Poisson or constant
+arrivals under a concurrency cap), over one or more client processes on one monotonic clock;
+every rung keeps every request's record (`record`). Its own ceiling and overhead are printed by
+`benchmarks/loadgen_overhead.py`, its agreement with `vllm bench serve` by
+`benchmarks/loadgen_vs_vllm_bench.py`.
+
 MLPerf LoadGen style: the workload (`Workload`) is one object, the harness settings
 (`LoadgenSettings`) another, flat and frozen with units in names; the harness owns the clock,
 the seeds and the order in which requests are issued. The system under test is any server

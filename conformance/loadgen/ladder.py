@@ -1,21 +1,26 @@
-"""Concurrency ladders: closed-loop rungs of streaming requests against one server.
+"""Ladders: rungs of streaming requests against one server, closed-loop or open-loop.
 
-Contract: `run_ladder(...)` returns one rung dict per concurrency it reached, in order. A rung
-is `ok` when every measured request streamed its full output; otherwise `error` with the first
-failure as `message`, and (with `settings.stop_on_error`) the ladder stops there, keeping the
-rungs already measured. Nothing here raises for what the server does. Rung fields:
+Contract: `run_ladder(...)` returns one rung dict per concurrency (closed loop) or request rate
+(open loop, `settings.request_rates_per_s`) it reached, in order. A rung is `ok` when every
+measured request streamed its full output; otherwise `error` with the first failure as `message`,
+and (with `settings.stop_on_error`) the ladder stops there, keeping the rungs already measured.
+Nothing here raises for what the server does. Rung fields:
 
-    concurrency, status, message, output_tok_per_s (median over repeats), output_tok_per_s_repeats,
+    mode (closed / open), concurrency (closed: the rung's; open: the cap, else the requests sent),
+    status, message, output_tok_per_s (median over repeats), output_tok_per_s_repeats,
     ttft_ms_median_repeats (each repeat's median TTFT: a first-seen-shape stall shows in one repeat only),
-    request_per_s, num_requests, num_failed_requests, num_output_tokens,
-    ttft_ms / tpot_ms / itl_ms / e2e_ms: {median, p10, p90, num_samples} over every measured request,
-    mean_acceptance_length (from the engine's /metrics counters over the measured requests; None
-    when the engine exposes none), wall_s (measured wall time, summed over repeats)
+    request_per_s, goodput_request_per_s (None without SLOs), num_requests, num_failed_requests,
+    num_output_tokens, ttft_ms / tpot_ms / itl_ms / e2e_ms: {median, p10, p90, p99, num_samples} over
+    every measured request, mean_acceptance_length (from the engine's /metrics counters over the
+    measured requests; None when the engine exposes none), wall_s (measured wall time, summed over
+    repeats), client {num_processes, event_loop}, records (every measured request, `record`'s disk
+    format, with its `repeat`) and repeats_t0_wall_time_ns (each repeat's start in calendar time).
+    Open loop adds request_rate_per_s, scheduled_request_per_s, achieved_request_per_s,
+    client_lag_ms, queued_ms, saturated (None / client / concurrency_cap), saturation_message.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -23,10 +28,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from conformance.loadgen.client import RequestRecord, completion_body, stream_completion
+from conformance.loadgen import event_loop
+from conformance.loadgen.arrivals import arrival_offsets_s
+from conformance.loadgen.driver import Job, JobResult
 from conformance.loadgen.prometheus import parse_samples
+from conformance.loadgen.record import RequestRecord
+from conformance.loadgen.rung_stats import saturation_message, wave_figures
 from conformance.loadgen.settings import LOOPBACK_HOSTS, LoadgenSettings, MetricNames
 from conformance.loadgen.stats import spread
+from conformance.loadgen.workers import ClientPool, split_closed, split_open
 from conformance.loadgen.workload import Workload
 
 
@@ -43,37 +53,9 @@ def check_loopback(base_url: str) -> None:
         raise ValueError(f"loadgen drives loopback servers only; {base_url!r} is not on 127.0.0.1 / localhost / ::1")
 
 
-def _client(settings: LoadgenSettings, concurrency: int) -> httpx.AsyncClient:
-    return httpx.AsyncClient(
-        timeout=httpx.Timeout(settings.request_timeout_s, connect=settings.connect_timeout_s),
-        limits=httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2),
-        trust_env=False)
-
-
-async def _drive(client: httpx.AsyncClient, url: str, model: str, workload: Workload, settings: LoadgenSettings,
-                 concurrency: int, tag: str, num_requests: int,
-                 extra_body: Mapping[str, Any]) -> tuple[list[RequestRecord], float]:
-    """Closed loop: `concurrency` workers issue requests 0..n-1 in order. Returns (records, wall_s)."""
-    records: list[RequestRecord] = []
-    next_index = iter(range(num_requests))
-    bodies = [completion_body(model, workload.prompt_token_ids(tag, i), workload.output_tokens, settings.temperature,
-                              extra_body) for i in range(num_requests)]
-
-    async def worker() -> None:
-        for i in next_index:
-            rec = await stream_completion(client, url, bodies[i], i, settings.request_timeout_s)
-            records.append(rec)
-            if not rec.ok and settings.stop_on_error:
-                return
-
-    start = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return sorted(records, key=lambda r: r.index), time.perf_counter() - start
-
-
-async def _scrape(client: httpx.AsyncClient, base_url: str) -> dict[str, float] | None:
+def _scrape(base_url: str) -> dict[str, float] | None:
     try:
-        resp = await client.get(f"{base_url}/metrics", timeout=10.0)
+        resp = httpx.get(f"{base_url}/metrics", timeout=10.0, trust_env=False)
     except (httpx.HTTPError, OSError):
         return None
     return parse_samples(resp.text) if resp.status_code == 200 else None
@@ -104,53 +86,107 @@ def _first_failure(records: list[RequestRecord], output_tokens: int) -> str | No
     return None
 
 
-async def _rung(base_url: str, model: str, workload: Workload, settings: LoadgenSettings, names: MetricNames,
-                concurrency: int, k: int, extra_body: Mapping[str, Any]) -> dict[str, Any]:
-    url = f"{base_url}/v1/completions"
-    n = settings.num_requests(concurrency, workload.num_requests)
+def _job(base_url: str, model: str, workload: Workload, settings: LoadgenSettings, tag: str, indices: list[int],
+         concurrency: int, start_at_s: float, extra_body: Mapping[str, Any], worker: int,
+         offsets_s: list[float] | None = None) -> Job:
+    wl = {"num_requests": workload.num_requests, "prompt_tokens": workload.prompt_tokens,
+          "output_tokens": workload.output_tokens, "seed": workload.seed, "vocab_size": workload.vocab_size}
+    return Job(base_url=base_url, model=model, workload=wl, tag=tag, indices=indices, concurrency=concurrency,
+               start_at_s=start_at_s, offsets_s=offsets_s, temperature=settings.temperature,
+               extra_body=dict(extra_body), request_timeout_s=settings.request_timeout_s,
+               connect_timeout_s=settings.connect_timeout_s, stop_on_error=settings.stop_on_error, worker=worker)
+
+
+def _closed_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
+                 concurrency: int, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
+    t0 = pool.start_at_s()
+    parts = split_closed(range(n), concurrency, pool.num_processes if pool.procs else 1)
+    jobs = [_job(base_url, model, workload, settings, tag, idx, slots, t0, extra_body, w)
+            for w, (idx, slots) in enumerate(parts)]
+    return pool.run(jobs)
+
+
+def _open_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
+               rate: float, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
+    t0 = pool.start_at_s()
+    offsets = arrival_offsets_s(n, rate, settings.arrival, settings.burstiness, seed=settings.arrival_seed)
+    parts = split_open(list(range(n)), offsets, settings.max_concurrency, pool.num_processes if pool.procs else 1)
+    jobs = [_job(base_url, model, workload, settings, tag, idx, cap, t0, extra_body, w, offs)
+            for w, (idx, offs, cap) in enumerate(parts)]
+    return pool.run(jobs)
+
+
+def _wall_time_ns(t0_s: float) -> int:
+    return time.time_ns() + int((t0_s - time.perf_counter()) * 1e9)
+
+
+def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
+          names: MetricNames, concurrency: int, k: int, extra_body: Mapping[str, Any],
+          rate: float | None) -> dict[str, Any]:
+    n = settings.num_requests(concurrency if rate is None else max(1, settings.max_concurrency),
+                              workload.num_requests)
+    warm_c = concurrency if rate is None else max(1, min(settings.max_concurrency or 4, n))
+    key = f"c{concurrency}" if rate is None else f"rate{rate:g}"
     measured: list[RequestRecord] = []
-    tok_per_s: list[float] = []
-    ttft_medians_ms: list[float] = []
-    wall_s = 0.0
+    disk: list[dict[str, Any]] = []
+    t0_walls: list[int] = []
+    waves: list[dict[str, Any]] = []
     accept_lengths: list[float] = []
+    loop_lags: list[float] = []
     message: str | None = None
-    async with _client(settings, concurrency) as client:
-        for rep in range(settings.num_repeats):
-            for w in range(settings.num_warmup_waves):
-                warm, _ = await _drive(client, url, model, workload, settings, concurrency,
-                                       f"warmup-c{concurrency}-r{rep}-w{w}", concurrency, extra_body)
-                message = _first_failure(warm, workload.output_tokens)
-                if message:
-                    message = f"warm-up {message}"
-                    break
+    started = time.perf_counter()
+    for rep in range(settings.num_repeats):
+        for w in range(settings.num_warmup_waves):
+            warm = _closed_wave(pool, base_url, model, workload, settings, warm_c, f"warmup-{key}-r{rep}-w{w}",
+                                warm_c, extra_body)
+            message = _first_failure(warm.records, workload.output_tokens)
             if message:
+                message = f"warm-up {message}"
                 break
-            before = await _scrape(client, base_url)
-            records, wall = await _drive(client, url, model, workload, settings, concurrency,
-                                         f"c{concurrency}-r{rep}", n, extra_body)
-            after = await _scrape(client, base_url)
-            measured += records
-            wall_s += wall
-            message = _first_failure(records, workload.output_tokens)
-            if message:
-                break
-            tok_per_s.append(sum(r.num_output_tokens for r in records) / wall)
-            ttft = spread([r.ttft_s for r in records if r.ttft_s is not None], 1e3)
-            if ttft:
-                ttft_medians_ms.append(ttft["median"])
-            a = _acceptance_length(before, after, names, k)
-            if a is not None:
-                accept_lengths.append(a)
+        if message:
+            break
+        before = _scrape(base_url)
+        tag = f"{key}-r{rep}"
+        if rate is None:
+            res = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body)
+        else:
+            res = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body)
+        records, t0 = res.records, res.t0_s
+        loop_lags += res.loop_lag_s
+        after = _scrape(base_url)
+        measured += records
+        t0_walls.append(_wall_time_ns(t0))
+        if settings.keep_records:
+            disk += [{**r.to_json(t0), "repeat": rep} for r in records]
+        message = _first_failure(records, workload.output_tokens)
+        if message:
+            break
+        waves.append(wave_figures(records, t0, rate, settings.slo_ttft_ms, settings.slo_tpot_ms, res.loop_lag_s))
+        a = _acceptance_length(before, after, names, k)
+        if a is not None:
+            accept_lengths.append(a)
+        if time.perf_counter() - started > settings.max_rung_duration_s:
+            message = f"rung exceeded max_rung_duration_s={settings.max_rung_duration_s:g}"
+            break
     ok = [r for r in measured if r.ok]
     itl = [x for r in ok for x in r.itl_s()]
-    return {
+    wall_s = sum(w["wall_s"] for w in waves)
+    tok_per_s = [w["output_tok_per_s"] for w in waves if w["output_tok_per_s"] is not None]
+    ttft_medians_ms = []
+    for rep in range(len(waves)):
+        s = spread([r.ttft_s for r in measured[rep * n:(rep + 1) * n] if r.ttft_s is not None], 1e3)
+        if s:
+            ttft_medians_ms.append(s["median"])
+    rung: dict[str, Any] = {
+        "mode": "closed" if rate is None else "open",
         "concurrency": concurrency,
         "status": "error" if message else "ok",
         "message": message,
-        "output_tok_per_s": None if message else spread(tok_per_s)["median"],
+        "output_tok_per_s": None if message or not tok_per_s else spread(tok_per_s)["median"],
         "output_tok_per_s_repeats": tok_per_s,
         "ttft_ms_median_repeats": ttft_medians_ms,
         "request_per_s": None if message or wall_s <= 0 else len(ok) / wall_s,
+        "goodput_request_per_s": _median([w["goodput_request_per_s"] for w in waves]),
         "num_requests": len(measured),
         "num_failed_requests": len(measured) - len(ok),
         "num_output_tokens": sum(r.num_output_tokens for r in ok),
@@ -160,45 +196,70 @@ async def _rung(base_url: str, model: str, workload: Workload, settings: Loadgen
         "e2e_ms": spread([r.e2e_s for r in ok], 1e3),
         "mean_acceptance_length": spread(accept_lengths)["median"] if accept_lengths else None,
         "wall_s": wall_s,
+        "client": {"num_processes": pool.num_processes, "event_loop": event_loop.loop_name()},
+        "repeats_t0_wall_time_ns": t0_walls,
+        "loop_lag_ms": spread(loop_lags, 1e3),
+        "saturated": next((w["saturated"] for w in waves if w["saturated"]), None),
     }
+    rung["saturation_message"] = saturation_message(rung["saturated"], rate, _median(
+        [w.get("achieved_request_per_s") for w in waves]))
+    if rate is not None:
+        for f in ("scheduled_request_per_s", "achieved_request_per_s"):
+            rung[f] = _median([w[f] for w in waves])
+        rung["request_rate_per_s"] = rate
+        rung["client_lag_ms"] = spread([r.client_lag_s for r in measured], 1e3)
+        rung["queued_ms"] = spread([r.queued_s for r in measured], 1e3)
+    if settings.keep_records:
+        rung["records"] = disk
+    return rung
 
 
-async def _served_model(base_url: str, settings: LoadgenSettings) -> str:
-    async with httpx.AsyncClient(timeout=settings.connect_timeout_s, trust_env=False) as client:
-        resp = await client.get(f"{base_url}/v1/models")
-        resp.raise_for_status()
-        return resp.json()["data"][0]["id"]
+def _median(xs: list[float | None]) -> float | None:
+    xs = [x for x in xs if x is not None]
+    return spread(xs)["median"] if xs else None
+
+
+def _served_model(base_url: str, settings: LoadgenSettings) -> str:
+    resp = httpx.get(f"{base_url}/v1/models", timeout=settings.connect_timeout_s, trust_env=False)
+    resp.raise_for_status()
+    return resp.json()["data"][0]["id"]
+
+
+def _pool(settings: LoadgenSettings, concurrency: int, rate: float | None) -> ClientPool:
+    return ClientPool(settings.auto_num_processes(concurrency, rate), settings.client_cpus or None)
 
 
 def run_rung(base_url: str, model: str, workload: Workload, settings: LoadgenSettings, names: MetricNames,
-             concurrency: int, num_speculative_tokens: int = 0,
-             extra_body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+             concurrency: int, num_speculative_tokens: int = 0, extra_body: Mapping[str, Any] | None = None,
+             request_rate_per_s: float | None = None) -> dict[str, Any]:
+    """One rung: closed loop at `concurrency`, or open loop at `request_rate_per_s` (cap: `concurrency`)."""
     check_loopback(base_url)
-    budget = settings.max_rung_duration_s
-    try:
-        return asyncio.run(asyncio.wait_for(
-            _rung(base_url, model, workload, settings, names, concurrency, num_speculative_tokens, extra_body or {}),
-            budget))
-    except (asyncio.TimeoutError, TimeoutError):
-        return {"concurrency": concurrency, "status": "error", "output_tok_per_s": None,
-                "message": f"rung exceeded max_rung_duration_s={budget:g}", "num_requests": 0}
+    base_url = base_url.rstrip("/")
+    with _pool(settings, concurrency, request_rate_per_s) as pool:
+        return _rung(pool, base_url, model, workload, settings, names, concurrency, num_speculative_tokens,
+                     extra_body or {}, request_rate_per_s)
 
 
 def run_ladder(base_url: str, workload: Workload, settings: LoadgenSettings, names: MetricNames,
                num_speculative_tokens: int = 0, on_rung: Callable[[dict[str, Any]], None] = lambda r: None,
                alive: Callable[[], str | None] = lambda: None,
                extra_body: Mapping[str, Any] | None = None) -> LadderResult:
-    """Every rung of `settings.concurrencies` in order. `alive()` returns why the engine is gone (or None);
-    it is asked after a failed rung so the message can say the engine died."""
+    """Every rung of `settings.concurrencies` (or `settings.request_rates_per_s`) in order. `alive()` returns
+    why the engine is gone (or None); it is asked after a failed rung so the message can say the engine died."""
     check_loopback(base_url)
     base_url = base_url.rstrip("/")
     try:
-        model = asyncio.run(_served_model(base_url, settings))
+        model = _served_model(base_url, settings)
     except (httpx.HTTPError, OSError, KeyError, IndexError, ValueError) as exc:
         return LadderResult(model=None, message=f"GET {base_url}/v1/models failed: {type(exc).__name__}: {exc}")
     result = LadderResult(model=model)
-    for c in settings.concurrencies:
-        rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body)
+    if settings.open_loop:
+        steps = [(settings.max_concurrency or settings.num_requests(1, workload.num_requests), float(r))
+                 for r in settings.request_rates_per_s]
+    else:
+        steps = [(c, None) for c in settings.concurrencies]
+    for c, rate in steps:
+        rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body, rate)
         if rung["status"] == "error":
             gone = alive()
             if gone:
@@ -206,6 +267,7 @@ def run_ladder(base_url: str, workload: Workload, settings: LoadgenSettings, nam
         result.rungs.append(rung)
         on_rung(rung)
         if rung["status"] == "error" and settings.stop_on_error:
-            result.message = f"stopped at concurrency {c}: {rung['message']}"
+            where = f"concurrency {c}" if rate is None else f"request rate {rate:g}/s"
+            result.message = f"stopped at {where}: {rung['message']}"
             break
     return result

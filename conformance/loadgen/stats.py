@@ -17,8 +17,8 @@ def quantile(values: Sequence[float], q: float) -> float:
 
 
 def spread(values: Sequence[float], scale: float = 1.0) -> dict[str, float] | None:
-    """{median, p10, p90, num_samples} of `values` x `scale`, or None for no samples."""
+    """{median, p10, p90, p99, num_samples} of `values` x `scale`, or None for no samples."""
     if not values:
         return None
     return {"median": quantile(values, 0.5) * scale, "p10": quantile(values, 0.1) * scale,
-            "p90": quantile(values, 0.9) * scale, "num_samples": len(values)}
+            "p90": quantile(values, 0.9) * scale, "p99": quantile(values, 0.99) * scale, "num_samples": len(values)}

@@ -1,151 +1,286 @@
-"""A minimal OpenAI-compatible streaming server (standard library only) for testing the harness.
+"""A minimal OpenAI-compatible streaming server for measuring and testing the harness.
 
 It is a checking system under test (MLPerf LoadGen style): it serves POST /v1/completions with
 SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it can (or with
 `step_delay_s` between chunks), and records what the harness did: requests seen, the most
-requests in flight at once, bodies that broke the contract (`violations`). Its /metrics counts
-one draft of `num_speculative_tokens` per chunk with `tokens_per_step - 1` of them accepted, so
-the mean acceptance length a client derives is `tokens_per_step`.
+requests in flight at once, bodies that broke the contract (`violations`), the prompts. Its
+/metrics counts one draft of `num_speculative_tokens` per chunk with `tokens_per_step - 1` of
+them accepted, so the mean acceptance length a client derives is `tokens_per_step`.
+`max_output_tokens` makes it a defective server that stops early (ignores `ignore_eos`).
 
-    with StubServer(tokens_per_step=3) as srv: ... srv.base_url ...
+It must never be the bottleneck of the benchmark that measures the client, so it is an
+`asyncio.Protocol` on one event loop (uvloop when installed), with every response pre-rendered
+as HTTP chunked SSE bytes and cached per (prompt length, max_tokens): a request costs one JSON
+parse of its body and one `transport.write` per step (a single write when `step_delay_s` is 0).
+GET /stub/state returns its counters and the CPU seconds it has used, from which a benchmark
+derives the stub's own ceiling (requests per CPU second of its one core).
+
+    with StubServer(tokens_per_step=3) as srv: ... srv.base_url ... srv.state.num_requests
+    python -m conformance.loadgen.stub_server --cpu 0     # its own process; prints "port N"
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
+import os
+import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from conformance.loadgen.event_loop import new_event_loop
+
 MODEL_ID = "stub"
+MAX_CACHED_RESPONSES = 4096
 
 
-class _State:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.num_requests = 0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.num_drafts = 0
-        self.num_draft_tokens = 0
-        self.num_accepted_tokens = 0
-        self.violations: list[str] = []
-        self.prompts: list[list[int]] = []
+@dataclass
+class StubState:
+    num_requests: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    num_drafts: int = 0
+    num_draft_tokens: int = 0
+    num_accepted_tokens: int = 0
+    violations: list[str] = field(default_factory=list)
+    prompts: list[list[int]] = field(default_factory=list)
+    record_prompts: bool = True
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("prompts")
+        d["cpu_s"] = time.process_time()
+        return d
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True   # SSE chunks are small: no Nagle / delayed-ACK stalls
-    server: "_HTTPServer"
+@dataclass(frozen=True)
+class StubConfig:
+    tokens_per_step: int = 1
+    num_speculative_tokens: int = 4
+    step_delay_s: float = 0.0
+    max_output_tokens: int | None = None
 
-    def log_message(self, *args: Any) -> None:
-        pass
+    def __post_init__(self) -> None:
+        if not 1 <= self.tokens_per_step <= self.num_speculative_tokens + 1:
+            raise ValueError("tokens_per_step: must be in [1, num_speculative_tokens + 1]")
+        if self.step_delay_s < 0:
+            raise ValueError("step_delay_s: must be >= 0")
 
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def do_GET(self) -> None:
-        st = self.server.state
-        if self.path == "/health":
-            self._send(200, b"", "text/plain")
-        elif self.path == "/v1/models":
-            self._send(200, json.dumps({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]}).encode(),
-                       "application/json")
-        elif self.path == "/metrics":
-            with st.lock:
-                text = (f"stub:num_drafts_total {st.num_drafts}\n"
-                        f"stub:num_draft_tokens_total {st.num_draft_tokens}\n"
-                        f"stub:num_accepted_tokens_total {st.num_accepted_tokens}\n")
-            self._send(200, text.encode(), "text/plain; version=0.0.4")
+def _http_chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _sse(obj: dict) -> bytes:
+    return _http_chunk(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+
+
+def _response(head: bytes, body: bytes, ctype: bytes) -> bytes:
+    return (b"HTTP/1.1 " + head + b"\r\nContent-Type: " + ctype + b"\r\nContent-Length: %d\r\n\r\n" % len(body)
+            + body)
+
+
+STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def render_stream(cfg: StubConfig, max_tokens: int, prompt_len: int) -> list[bytes]:
+    """The response as a list of writes: head + first step, each further step, usage + [DONE] + end."""
+    n_out = max_tokens if cfg.max_output_tokens is None else min(max_tokens, cfg.max_output_tokens)
+    steps: list[bytes] = []
+    remaining = n_out
+    while remaining > 0:
+        n = min(cfg.tokens_per_step, remaining)
+        remaining -= n
+        steps.append(_sse({"object": "text_completion", "model": MODEL_ID, "choices": [
+            {"index": 0, "text": "x" * n, "finish_reason": None if remaining else "length"}]}))
+    tail = (_sse({"object": "text_completion", "model": MODEL_ID, "choices": [],
+                  "usage": {"prompt_tokens": prompt_len, "completion_tokens": n_out,
+                            "total_tokens": prompt_len + n_out}})
+            + _http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    if not steps:
+        return [STREAM_HEAD + tail]
+    writes = [STREAM_HEAD + steps[0], *steps[1:]]
+    writes[-1] += tail
+    return writes
+
+
+class _Protocol(asyncio.Protocol):
+    """HTTP/1.1 keep-alive, Content-Length bodies only (what every client here sends)."""
+
+    def __init__(self, server: "_Core") -> None:
+        self.server, self.buf, self.transport = server, b"", None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end]
+            length = 0
+            i = head.lower().find(b"content-length:")
+            if i >= 0:
+                j = head.find(b"\r\n", i)
+                length = int(head[i + 15:j if j > 0 else len(head)])
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4:end + 4 + length]
+            self.buf = self.buf[end + 4 + length:]
+            method, _, rest = head.partition(b" ")
+            path = rest.partition(b" ")[0]
+            self.server.handle(self.transport, method, path, body)
+
+
+class _Core:
+    def __init__(self, cfg: StubConfig, state: StubState) -> None:
+        self.cfg, self.state = cfg, state
+        self.cache: dict[tuple[int, int], list[bytes]] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def handle(self, tr: Any, method: bytes, path: bytes, body: bytes) -> None:
+        st = self.state
+        if method == b"POST" and path == b"/v1/completions":
+            self.completion(tr, body)
+        elif path == b"/health":
+            tr.write(_response(b"200 OK", b"", b"text/plain"))
+        elif path == b"/v1/models":
+            tr.write(_response(b"200 OK", json.dumps({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]})
+                               .encode(), b"application/json"))
+        elif path == b"/metrics":
+            text = (f"stub:num_drafts_total {st.num_drafts}\nstub:num_draft_tokens_total {st.num_draft_tokens}\n"
+                    f"stub:num_accepted_tokens_total {st.num_accepted_tokens}\n")
+            tr.write(_response(b"200 OK", text.encode(), b"text/plain; version=0.0.4"))
+        elif path == b"/stub/state":
+            tr.write(_response(b"200 OK", json.dumps(st.summary()).encode(), b"application/json"))
         else:
-            self._send(404, b"not found", "text/plain")
+            tr.write(_response(b"404 Not Found", b"not found", b"text/plain"))
 
-    def do_POST(self) -> None:
-        srv, st = self.server, self.server.state
-        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", "0"))))
-        with st.lock:
-            st.num_requests += 1
-            st.in_flight += 1
-            st.max_in_flight = max(st.max_in_flight, st.in_flight)
-            st.prompts.append(list(body.get("prompt") or []))
-            if not body.get("stream") or not body.get("ignore_eos") or not isinstance(body.get("prompt"), list):
-                st.violations.append(f"body without stream/ignore_eos/token prompt: {sorted(body)}")
+    def completion(self, tr: Any, raw: bytes) -> None:
+        st, cfg = self.state, self.cfg
         try:
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            remaining = int(body["max_tokens"])
-            while remaining > 0:
-                n = min(srv.tokens_per_step, remaining)
-                remaining -= n
-                with st.lock:
-                    st.num_drafts += 1
-                    st.num_draft_tokens += srv.num_speculative_tokens
-                    st.num_accepted_tokens += srv.tokens_per_step - 1
-                self._chunk({"object": "text_completion", "model": MODEL_ID,
-                             "choices": [{"index": 0, "text": "x" * n, "finish_reason": None if remaining else "length"}]})
-                if srv.step_delay_s:
-                    time.sleep(srv.step_delay_s)
-            prompt_len = len(body.get("prompt") or [])
-            self._chunk({"object": "text_completion", "model": MODEL_ID, "choices": [],
-                         "usage": {"prompt_tokens": prompt_len, "completion_tokens": int(body["max_tokens"]),
-                                   "total_tokens": prompt_len + int(body["max_tokens"])}})
-            self._raw(b"data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
-        finally:
-            with st.lock:
-                st.in_flight -= 1
+            body = json.loads(raw)
+            max_tokens = int(body["max_tokens"])
+        except (ValueError, KeyError, TypeError) as exc:
+            tr.write(_response(b"400 Bad Request", f"bad body: {exc}".encode(), b"text/plain"))
+            return
+        prompt = body.get("prompt")
+        st.num_requests += 1
+        st.in_flight += 1
+        st.max_in_flight = max(st.max_in_flight, st.in_flight)
+        if st.record_prompts:
+            st.prompts.append(list(prompt) if isinstance(prompt, list) else [])
+        if not body.get("stream") or not body.get("ignore_eos") or not isinstance(prompt, list):
+            st.violations.append(f"body without stream/ignore_eos/token prompt: {sorted(body)}")
+        key = (len(prompt) if isinstance(prompt, (list, str)) else 0, max_tokens)
+        writes = self.cache.get(key)
+        if writes is None:
+            writes = render_stream(cfg, max_tokens, key[0])
+            if len(self.cache) < MAX_CACHED_RESPONSES:
+                self.cache[key] = writes
+        if cfg.step_delay_s == 0:
+            tr.write(b"".join(writes))
+            self.finish(len(writes))
+        else:
+            self.step(tr, writes, 0)
 
-    def _chunk(self, obj: dict) -> None:
-        self._raw(f"data: {json.dumps(obj)}\n\n".encode())
+    def step(self, tr: Any, writes: list[bytes], i: int) -> None:
+        if tr.is_closing():
+            self.finish(i)
+            return
+        tr.write(writes[i])
+        if i + 1 == len(writes):
+            self.finish(len(writes))
+        else:
+            self.loop.call_later(self.cfg.step_delay_s, self.step, tr, writes, i + 1)
 
-    def _raw(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256   # listen backlog: a ladder opens up to max concurrency connections at once
-    state: _State
-    tokens_per_step: int
-    num_speculative_tokens: int
-    step_delay_s: float
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that went away mid-stream is the harness's business, not a server fault
+    def finish(self, num_steps: int) -> None:
+        st, cfg = self.state, self.cfg
+        st.in_flight -= 1
+        st.num_drafts += num_steps
+        st.num_draft_tokens += num_steps * cfg.num_speculative_tokens
+        st.num_accepted_tokens += num_steps * (cfg.tokens_per_step - 1)
 
 
 class StubServer:
-    def __init__(self, tokens_per_step: int = 1, num_speculative_tokens: int = 4, step_delay_s: float = 0.0):
-        if not 1 <= tokens_per_step <= num_speculative_tokens + 1:
-            raise ValueError("tokens_per_step: must be in [1, num_speculative_tokens + 1]")
-        self.httpd = _HTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.state = _State()
-        self.httpd.tokens_per_step = tokens_per_step
-        self.httpd.num_speculative_tokens = num_speculative_tokens
-        self.httpd.step_delay_s = step_delay_s
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    """The stub on its own event loop in a daemon thread of this process (tests); see the module doc."""
 
-    @property
-    def state(self) -> _State:
-        return self.httpd.state
+    def __init__(self, tokens_per_step: int = 1, num_speculative_tokens: int = 4, step_delay_s: float = 0.0,
+                 max_output_tokens: int | None = None, port: int = 0) -> None:
+        self.config = StubConfig(tokens_per_step, num_speculative_tokens, step_delay_s, max_output_tokens)
+        self.state = StubState()
+        self._core = _Core(self.config, self.state)
+        self._sock = socket.create_server(("127.0.0.1", port), backlog=4096)
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True, name="stub-server")
+        self._server: asyncio.AbstractServer | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        return f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        loop = new_event_loop()
+        self._core.loop = loop
+        self._server = loop.run_until_complete(loop.create_server(lambda: _Protocol(self._core), sock=self._sock))
+        self._ready.set()
+        try:
+            loop.run_forever()
+        finally:
+            self._server.close()
+            loop.run_until_complete(self._server.wait_closed())
+            loop.close()
 
     def __enter__(self) -> "StubServer":
-        self.thread.start()
+        self._thread.start()
+        self._ready.wait(10)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        loop = self._core.loop
+        if loop is not None and self._server is not None:
+            loop.call_soon_threadsafe(self._close_all)
+        self._thread.join(timeout=5)
+
+    def _close_all(self) -> None:
+        self._server.close()
+        if hasattr(self._server, "close_clients"):
+            self._server.close_clients()
+        self._core.loop.stop()
+
+
+def main() -> int:
+    """Serve in this process until killed; prints `port N` once listening (for `stub_process`)."""
+    ap = argparse.ArgumentParser(description="the loadgen stub server in its own process")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--tokens-per-step", type=int, default=1)
+    ap.add_argument("--num-speculative-tokens", type=int, default=4)
+    ap.add_argument("--step-delay-s", type=float, default=0.0)
+    ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
+    a = ap.parse_args()
+    if a.cpu is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {a.cpu})
+    cfg = StubConfig(a.tokens_per_step, a.num_speculative_tokens, a.step_delay_s)
+    core = _Core(cfg, StubState(record_prompts=False))
+    loop = new_event_loop()
+    core.loop = loop
+    sock = socket.create_server(("127.0.0.1", a.port), backlog=4096)
+    server = loop.run_until_complete(loop.create_server(lambda: _Protocol(core), sock=sock))
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    try:
+        loop.run_forever()
+    finally:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,6 +7,8 @@ attribute value went through `markupsafe.escape`. Structure a test can query:
   a bounded category past the bound), and `line.bound-line`.
 - trace chart: one `polyline.trace-series[data-engine]` per engine, `line.budget-line` per budget.
 - ladder chart: one `polyline.ladder-series[data-engine]` per engine.
+- percentile chart: one `polyline.percentile-series[data-engine]` per (engine, percentile), its
+  data-engine "<engine> p50" / "p90" / "p99".
 """
 
 from __future__ import annotations
@@ -251,3 +253,11 @@ def ladder_chart(series: Sequence[tuple[str, Sequence[tuple[int, float]]]]) -> M
     pts = [(engine, [(float(c), float(t)) for c, t in rungs]) for engine, rungs in series]
     return _line_chart(pts, "chart ladder-chart", "ladder-series", "concurrency", "output tok/s", log2_x=True,
                        label="throughput ladder, per engine")
+
+
+def percentile_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], metric: str,
+                     x_label: str = "concurrency") -> Markup:
+    """One latency metric's percentiles (ms) per rung: series named "<engine> p50" etc. (log2 x axis)."""
+    return _line_chart(series, f"chart percentile-chart {metric.replace('_', '-')}", "percentile-series", x_label,
+                       metric.replace("_ms", " ms").upper().replace(" MS", " ms"), log2_x=True,
+                       label=f"{metric} percentiles per rung, per engine")

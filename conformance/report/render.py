@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from markupsafe import Markup
 
-from conformance.report import charts
+from conformance.report import charts, latency
 from conformance.report.text import neutralise
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
@@ -125,7 +126,21 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
         if traces else None,
         "trace_lengths": {e: len(v) for e, v in traces},
         "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]]) if any(r[1] for r in rungs) else None,
+        "percentile_svgs": _percentile_svgs(obs),
     }
+
+
+def _percentile_svgs(obs: dict[str, Any]) -> list[Markup]:
+    """TTFT and TPOT p50 / p90 / p99 per rung, every engine with a ladder (see `latency`)."""
+    ladders = {e: o["throughput"]["rungs"] for e, o in obs.items() if o and (o.get("throughput") or {}).get("rungs")}
+    out = []
+    for metric in latency.METRICS:
+        series = [(f"{e} {p}", pts) for e, rungs in ladders.items()
+                  for p, pts in latency.percentile_points(rungs, metric).items()]
+        if series:
+            is_open = any(r.get("mode") == "open" for rungs in ladders.values() for r in rungs)
+            out.append(charts.percentile_chart(series, metric, "request rate (req/s)" if is_open else "concurrency"))
+    return out
 
 
 def kill_matrix(report: RunReport) -> dict[str, Any] | None:

@@ -31,9 +31,9 @@ def test_sampler_reads_the_running_gauge_per_phase():
         # the stub serves no running gauge: name one of its counters to read a number from /metrics
         s = LiveSampler(os.getpid(), f"{srv.base_url}/metrics", "stub:num_drafts_total", interval_s=0.05)
         s.start()
-        time.sleep(0.2)
+        assert s.wait_for_samples(2)
         s.mark("c=1")
-        time.sleep(0.2)
+        assert s.wait_for_samples(2)
         s.stop()
     summary = s.summary()
     assert set(summary["by_phase"]) == {"idle", "c=1"}

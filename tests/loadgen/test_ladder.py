@@ -73,28 +73,10 @@ def test_dead_server_gives_error_rung_and_stops() -> None:
 
 def test_short_outputs_are_an_error() -> None:
     w = _workload()
-    with StubServer() as srv:
-        srv.httpd.RequestHandlerClass = _short_handler(srv.httpd.RequestHandlerClass)
+    with StubServer(max_output_tokens=5) as srv:   # a server that ignores ignore_eos: it stops after 5 tokens
         result = run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1, 2), num_warmup_waves=0), NAMES)
     assert [r["status"] for r in result.rungs] == ["error"]
     assert "output tokens where 12 were asked" in result.rungs[0]["message"]
-
-
-def _short_handler(base):
-    import json
-
-    class Short(base):
-        def do_POST(self):  # a server that ignores ignore_eos: it stops after 5 tokens
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            body["max_tokens"] = 5
-            data = json.dumps(body).encode()
-            import io
-
-            self.rfile = io.BytesIO(data)
-            self.headers.replace_header("Content-Length", str(len(data)))
-            super().do_POST()
-
-    return Short
 
 
 def test_loopback_only() -> None:
