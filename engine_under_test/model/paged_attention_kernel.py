@@ -9,8 +9,10 @@ unmasked); seq_lens [B] the KV length after this pass's write; q_positions [B * 
 only: a query at position p reads KV rows 0 .. p). Non-causal (the DFlash query block) reads
 rows 0 .. seq_len - 1.
 
-    grid: (B, Hkv, num_splits)    one program = the REP x L query rows of one KV head
-    rows r = head_in_group * L + t   (REP = H / Hkv query heads share one KV head)
+    grid: (B, H / HPP, num_splits)   one program = HPP query heads (of one KV head) x L rows
+    rows r = head_in_program * L + t  (HPP * L <= 16 where the heads allow: a [16, D] float32
+                                       accumulator stays in registers; bigger tiles spilled to
+                                       local memory, which the driver reserves for the whole chip)
     KV tile of BLOCK_N tokens j:  block_table[b, j // block_size], row j % block_size
     online softmax over the program's tiles -> (acc, max, sum) per row
     num_splits == 1: out = acc / sum;  else a combine kernel merges the splits' partials
@@ -34,15 +36,16 @@ MAX_SPLITS = 32
 def _paged_attn_kernel(q, k_cache, v_cache, block_table, seq_lens, q_pos, out, part_acc, part_ml,
                        scale, stride_qt, stride_qh, stride_kb, stride_kr, stride_kh, stride_vb, stride_vr,
                        stride_vh, stride_bt, block_size, L, D,
-                       REP: tl.constexpr, HKV: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
+                       REP: tl.constexpr, HPP: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
                        BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, IEEE: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
-    kvh = tl.program_id(1)
+    hp = tl.program_id(1)
     split = tl.program_id(2)
+    kvh = (hp * HPP) // REP
     r = tl.arange(0, BLOCK_M)
     d = tl.arange(0, BLOCK_D)
-    row_ok = r < REP * L
-    head = kvh * REP + r // L
+    row_ok = r < HPP * L
+    head = hp * HPP + r // L
     tok = b * L + r % L
     d_ok = d < D
     qv = tl.load(q + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
@@ -91,7 +94,7 @@ def _paged_attn_kernel(q, k_cache, v_cache, block_table, seq_lens, q_pos, out, p
         tl.store(out + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :],
                  o.to(out.dtype.element_ty), mask=row_ok[:, None] & d_ok[None, :])
     else:
-        base = (b * HKV + kvh) * NUM_SPLITS + split
+        base = (b * tl.num_programs(1) + hp) * NUM_SPLITS + split
         tl.store(part_acc + (base * BLOCK_M + r[:, None]) * BLOCK_D + d[None, :], acc)
         tl.store(part_ml + (base * 2) * BLOCK_M + r, m_i)
         tl.store(part_ml + (base * 2 + 1) * BLOCK_M + r, l_i)
@@ -99,16 +102,15 @@ def _paged_attn_kernel(q, k_cache, v_cache, block_table, seq_lens, q_pos, out, p
 
 @triton.jit
 def _combine_kernel(out, part_acc, part_ml, stride_qt, stride_qh, L, D,
-                    REP: tl.constexpr, HKV: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_M: tl.constexpr,
-                    BLOCK_D: tl.constexpr):
+                    HPP: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
-    kvh = tl.program_id(1)
+    hp = tl.program_id(1)
     r = tl.arange(0, BLOCK_M)
     d = tl.arange(0, BLOCK_D)
-    row_ok = r < REP * L
-    head = kvh * REP + r // L
+    row_ok = r < HPP * L
+    head = hp * HPP + r // L
     tok = b * L + r % L
-    first = (b * HKV + kvh) * NUM_SPLITS
+    first = (b * tl.num_programs(1) + hp) * NUM_SPLITS
     m_all = tl.full([BLOCK_M], float("-inf"), tl.float32)
     for s in range(NUM_SPLITS):
         m_all = tl.maximum(m_all, tl.load(part_ml + ((first + s) * 2) * BLOCK_M + r))
@@ -124,9 +126,15 @@ def _combine_kernel(out, part_acc, part_ml, stride_qt, stride_qh, L, D,
              mask=row_ok[:, None] & (d < D)[None, :])
 
 
-def num_splits_for(num_seqs: int, num_kv_heads: int) -> int:
-    """KV splits per (sequence, KV head): enough programs to fill the chip, a power of two."""
-    want = max(1, TARGET_PROGRAMS // max(1, num_seqs * num_kv_heads))
+def heads_per_program(num_heads: int, num_kv_heads: int, query_len: int) -> int:
+    """The most query heads of one KV head whose rows fit a 16-row tile (at least one)."""
+    rep = num_heads // num_kv_heads
+    return max([h for h in range(1, rep + 1) if rep % h == 0 and h * query_len <= 16] or [1])
+
+
+def num_splits_for(num_seqs: int, num_programs_per_seq: int) -> int:
+    """KV splits per (sequence, head group): enough programs to fill the chip, a power of two."""
+    want = max(1, TARGET_PROGRAMS // max(1, num_seqs * num_programs_per_seq))
     return min(MAX_SPLITS, triton.next_power_of_2(want) if want > 1 else 1)
 
 
@@ -142,26 +150,28 @@ def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
                          f"{hkv} KV heads, cache strides {k_cache.stride()}")
     q = q if q.stride(-1) == 1 else q.contiguous()
     rep = H // hkv
-    block_m = max(16, triton.next_power_of_2(rep * query_len))
+    hpp = heads_per_program(H, hkv, query_len)
+    groups = H // hpp
+    block_m = max(16, triton.next_power_of_2(hpp * query_len))
     block_d = max(16, triton.next_power_of_2(D))
-    splits = num_splits_for(B, hkv)
+    splits = num_splits_for(B, groups)
     out = torch.empty(T, H, D, dtype=q.dtype, device=q.device)
     if splits > 1:
-        part_acc = torch.empty(B * hkv * splits * block_m * block_d, dtype=torch.float32, device=q.device)
-        part_ml = torch.empty(B * hkv * splits * 2 * block_m, dtype=torch.float32, device=q.device)
+        part_acc = torch.empty(B * groups * splits * block_m * block_d, dtype=torch.float32, device=q.device)
+        part_ml = torch.empty(B * groups * splits * 2 * block_m, dtype=torch.float32, device=q.device)
     else:
         part_acc = part_ml = out
     pos = q_positions if causal else seq_lens
-    num_warps = 8 if block_d >= 128 else 4
-    _paged_attn_kernel[(B, hkv, splits)](
+    num_warps = 4
+    _paged_attn_kernel[(B, groups, splits)](
         q, k_cache, v_cache, block_table, seq_lens, pos, out, part_acc, part_ml, scale,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         v_cache.stride(0), v_cache.stride(1), v_cache.stride(2), block_table.stride(0),
-        k_cache.shape[1], query_len, D, REP=rep, HKV=hkv, NUM_SPLITS=splits, BLOCK_M=block_m,
+        k_cache.shape[1], query_len, D, REP=rep, HPP=hpp, NUM_SPLITS=splits, BLOCK_M=block_m,
         BLOCK_N=BLOCK_N_TOKENS, BLOCK_D=block_d, CAUSAL=causal, IEEE=q.dtype == torch.float32,
         num_warps=num_warps, num_stages=2)
     if splits > 1:
-        _combine_kernel[(B, hkv)](out, part_acc, part_ml, out.stride(0), out.stride(1), query_len, D,
-                                  REP=rep, HKV=hkv, NUM_SPLITS=splits, BLOCK_M=block_m, BLOCK_D=block_d,
+        _combine_kernel[(B, groups)](out, part_acc, part_ml, out.stride(0), out.stride(1), query_len, D,
+                                     HPP=hpp, NUM_SPLITS=splits, BLOCK_M=block_m, BLOCK_D=block_d,
                                   num_warps=num_warps)
     return out

@@ -137,6 +137,7 @@ class DecodeGraphs:
             self.graphs = {B: (None, None) for B in self.sizes}
             return
         torch.cuda.synchronize(dev)
+        torch.cuda.empty_cache()                     # what is cached but unused is not capture's
         before = torch.cuda.memory_reserved(dev)
         self._alloc()
         self.backend = self.runner.target.gdn_backend

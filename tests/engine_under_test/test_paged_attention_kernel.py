@@ -65,6 +65,7 @@ def _case(seed, B, L, H, hkv, D, bs, ctx, dtype, causal):
     (1, 9, 8, 2, 64, 32, [150], torch.float32, 1e-5),                   # many splits (one sequence)
     (3, 5, 4, 2, 32, 16, [0, 40, 97], torch.float32, 1e-5),
     (2, 9, 8, 2, 64, 64, [70, 3], torch.bfloat16, 2e-2),
+    (2, 1, 8, 2, 64, 16, [33, 5], torch.float32, 1e-5),                 # 4 heads share a program (decode)
 ])
 def test_kernel_matches_gathering_reference(B, L, H, hkv, D, bs, ctx, dtype, tol, causal):
     if DEVICE == "cpu" and dtype == torch.bfloat16:
@@ -83,9 +84,17 @@ def test_kernel_matches_gathering_reference(B, L, H, hkv, D, bs, ctx, dtype, tol
 
 
 def test_split_count_fills_the_chip_and_stays_a_power_of_two():
-    assert pak.num_splits_for(1, 2) == pak.MAX_SPLITS
-    assert pak.num_splits_for(32, 2) == 4
+    assert pak.num_splits_for(1, 8) == pak.MAX_SPLITS
+    assert pak.num_splits_for(32, 8) == 1
+    assert pak.num_splits_for(8, 8) == 4
     assert pak.num_splits_for(200, 2) == 1
     for b in range(1, 70):
         n = pak.num_splits_for(b, 2)
         assert n & (n - 1) == 0
+
+
+def test_heads_per_program_keep_a_16_row_tile():
+    assert pak.heads_per_program(8, 2, 9) == 1       # 2b verify: 9 rows per head
+    assert pak.heads_per_program(8, 2, 1) == 4       # plain decode: the 4 heads of a KV head
+    assert pak.heads_per_program(16, 2, 2) == 8
+    assert pak.heads_per_program(6, 2, 5) == 3
