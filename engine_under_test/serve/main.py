@@ -50,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     stopping = asyncio.Event()
 
     def stop() -> None:
-        aio.call_soon_threadsafe(stopping.set)
+        try:
+            aio.call_soon_threadsafe(stopping.set)
+        except RuntimeError:     # the event loop already closed: the server is down
+            pass
 
     signal.signal(signal.SIGTERM, lambda *_: stop())
     signal.signal(signal.SIGINT, lambda *_: stop())
