@@ -63,7 +63,9 @@ class DecodeGraphs:
                                   for i in range(runner.drafter.config.num_hidden_layers)}) if runner.drafter else []
         self.backend: str | None = None
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}
-        self.captured_bytes = 0
+        self.captured_bytes = 0            # the device allocator's reservation added by capture
+        self.captured_device_bytes = 0     # device memory capture took, allocator or not (free bytes)
+        self.device_bytes_by_size: dict[int, int] = {}   # cumulative, after each size's graphs
         self.enabled = True
 
     # -- buffers -----------------------------------------------------------------------------
@@ -139,6 +141,7 @@ class DecodeGraphs:
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()                     # what is cached but unused is not capture's
         before = torch.cuda.memory_reserved(dev)
+        free_before = torch.cuda.mem_get_info(dev)[0]
         self._alloc()
         self.backend = self.runner.target.gdn_backend
         self.meta.fill({})
@@ -164,9 +167,11 @@ class DecodeGraphs:
                 with torch.cuda.graph(gd, pool=pool):
                     self._draft_body(B, aux)
             self.graphs[B] = (gt, gd)
-        torch.cuda.synchronize(dev)
+            torch.cuda.synchronize(dev)
+            self.device_bytes_by_size[B] = free_before - torch.cuda.mem_get_info(dev)[0]
         torch.cuda.empty_cache()
         self.captured_bytes = torch.cuda.memory_reserved(dev) - before
+        self.captured_device_bytes = free_before - torch.cuda.mem_get_info(dev)[0]
 
     # -- running a step ----------------------------------------------------------------------
     def can_run(self, reqs) -> bool:

@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     plan = engine.plan
     print(plan_line(plan, engine.cfg.max_model_len), flush=True)
+    graphs = engine.runner.graphs
+    if graphs is not None and graphs.captured_device_bytes:
+        print(f"{PREFIX} graphs: sizes={','.join(map(str, graphs.sizes))} allocator_bytes={graphs.captured_bytes} "
+              f"device_bytes={graphs.captured_device_bytes} device_bytes_by_size="
+              + ",".join(f"{b}:{n}" for b, n in sorted(graphs.device_bytes_by_size.items())), flush=True)
     loop = EngineLoop(engine, engine_stats)
     api = ApiServer(loop, args.served_model_name, engine.cfg.max_model_len, plan.target.vocab_size)
     aio = asyncio.new_event_loop()
