@@ -39,8 +39,12 @@ from benchmarks import gpu_probe  # noqa: E402
 from conformance.adapters.reference.plan import _memory as memory_section  # noqa: E402
 from engine_under_test import __version__  # noqa: E402
 from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+from engine_under_test.memory.planner import GRAPH_POOL_BYTES  # noqa: E402
 from engine_under_test.shapes import DTYPE_SIZE_BYTES  # noqa: E402
 
+# variant -> gated delta rule backend on CUDA; "graphs" replays the captured decode step, the
+# others run it eagerly (the torch reference path)
+VARIANT_BACKENDS = {"graphs": "fla", "eager": "fla", "fla_per_position": "fla_per_position"}
 H200_CEILINGS = {"copy_bytes_per_s": 4.23e12, "bf16_matmul_flop_per_s": 795e12}   # shared/GPU.md, one H200
 LEDGER_TOLERANCE = 0.05
 LOSSLESS_PROMPT_TOKENS = (7, 33, 130, 20, 64)
@@ -108,7 +112,7 @@ def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict
     rng = random.Random(concurrency)
     max_tokens = (args.warmup_steps + args.timed_steps + 4) * (args.k + 1) + 8
     for i in range(concurrency):
-        eng.add_request(f"c{concurrency}-{i}-{eng.target.gdn_backend}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
+        eng.add_request(f"c{concurrency}-{i}-{eng.target.gdn_backend}-{time.perf_counter_ns()}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
                         SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
     cuda = args.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -131,7 +135,10 @@ def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict
         eng.abort_request(rid)
     step_s = sorted(times)[len(times) // 2]
     floors = gpu_probe.step_floors(eng, contexts, ceil)
-    return {"variant": eng.target.gdn_backend, "concurrency": concurrency, "num_running": len(contexts),
+    graphs = eng.runner.graphs
+    variant = "graphs" if graphs is not None and graphs.enabled else ("eager" if eng.target.gdn_backend in ("fla", "torch")
+                                                                     else eng.target.gdn_backend)
+    return {"variant": variant, "concurrency": concurrency, "num_running": len(contexts),
             "median_step_s": step_s, "min_step_s": min(times), **floors, "ratio_to_floor": step_s / floors["floor_s"],
             "output_tok_per_s": tokens / sum(times), "tokens_per_step": tokens / len(times)}
 
@@ -167,15 +174,20 @@ def run_one(args, max_num_seqs: int, ceil: dict, nvml: dict, hw: tuple[str, dict
     phases: list = []
     if cuda:
         _phase("built", phases, peak)
+    if cuda:
+        _phase("graphs captured", phases, peak)
     rungs = []
+    graphs = eng.runner.graphs
     for variant in args.variants:
-        eng.target.gdn_backend = variant
+        eng.target.gdn_backend = VARIANT_BACKENDS[variant] if cuda else "torch"
+        if graphs is not None:
+            graphs.enabled = variant == "graphs"
         for c in args.concurrency:
             if c <= max_num_seqs:
                 rungs.append(step_times(args, llm, c, ceil, peak))
                 if cuda:
                     _phase(f"{variant} c={c}", phases, peak)
-    eng.target.gdn_backend = args.variants[0]
+    eng.target.gdn_backend = VARIANT_BACKENDS[args.variants[0]] if cuda else "torch"
     ledger = eng.plan.memory.ledger
     size = gpu_probe.param_bytes(eng.target) + gpu_probe.param_bytes(eng.drafter)
     measured = eng.measured_bytes or {"pool_bytes": eng.plan.pool.tensor.numel() * eng.plan.pool.tensor.element_size(),
@@ -202,6 +214,10 @@ def run_one(args, max_num_seqs: int, ceil: dict, nvml: dict, hw: tuple[str, dict
         mem["nvml_increase_past_init_bytes"] = peak["device_used_bytes"] - nvml["after_init"]["device_used_bytes"]
         mem["cuda_context_bytes"] = nvml["after_init"]["device_used_bytes"] - nvml["before_cuda"]["device_used_bytes"]
         mem["nvml_footprint_with_context_bytes"] = peak["device_used_bytes"] - nvml["before_cuda"]["device_used_bytes"]
+    mem["cuda_graph_bytes"] = (eng.measured_bytes or {}).get("cuda_graph_bytes")
+    mem["ledger_graph_pool_bytes"] = GRAPH_POOL_BYTES
+    if mem["cuda_graph_bytes"] is not None:
+        checks["graphs_within_ledger"] = mem["cuda_graph_bytes"] <= GRAPH_POOL_BYTES
     checks["pool_within_ledger"] = abs(mem["pool_vs_ledger"]) <= LEDGER_TOLERANCE
     checks["weights_within_ledger"] = abs(mem["weights_vs_ledger"]) <= LEDGER_TOLERANCE
     if cuda:
@@ -249,11 +265,18 @@ def _summary(obs: dict) -> list[str]:
              f"reserved peak {gib(m['torch_max_memory_reserved_bytes'])}, allocated peak {gib(m['torch_max_memory_allocated_bytes'])}, "
              f"nvml past init {gib(m.get('nvml_increase_past_init_bytes'))} (with the CUDA context "
              f"{gib(m.get('nvml_footprint_with_context_bytes'))}), bound {gib(m['utilization_x_capacity_bytes'])}",
+             f"  CUDA graphs: {gib(m.get('cuda_graph_bytes'))} captured, ledger's graph pool {gib(m['ledger_graph_pool_bytes'])}",
              f"  {'variant':<17} {'c':>3} {'step ms':>9} {'floor ms':>9} {'mem fl':>7} {'cmp fl':>7} {'ratio':>7} {'tok/step':>8} {'tok/s':>9}"]
     for r in t["rungs"]:
         lines.append(f"  {r['variant']:<17} {r['concurrency']:>3} {r['median_step_s'] * 1e3:9.2f} {r['floor_s'] * 1e3:9.3f} "
                      f"{r['memory_floor_s'] * 1e3:7.3f} {r['compute_floor_s'] * 1e3:7.3f} {r['ratio_to_floor']:6.1f}x "
                      f"{r['tokens_per_step']:8.2f} {r['output_tok_per_s']:9.1f}")
+    by = {(r["variant"], r["concurrency"]): r for r in t["rungs"]}
+    for (variant, c), r in by.items():
+        if variant == "graphs" and ("eager", c) in by:
+            e = by[("eager", c)]
+            lines.append(f"  c={c}: graphs {r['median_step_s'] * 1e3:.2f} ms ({r['ratio_to_floor']:.2f}x floor) vs eager "
+                         f"{e['median_step_s'] * 1e3:.2f} ms ({e['ratio_to_floor']:.2f}x): {e['median_step_s'] / r['median_step_s']:.2f}x faster")
     return lines
 
 
@@ -285,7 +308,10 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: use --device cpu --tiny", file=sys.stderr)
         return 2
     args.lossless_dtypes = args.lossless_dtypes or (["float32", "bfloat16"] if cuda else ["float32"])
-    args.variants = args.variants or (["fla", "fla_per_position"] if cuda else ["torch"])
+    args.variants = args.variants or (["graphs", "eager"] if cuda else ["eager"])
+    unknown = set(args.variants) - set(VARIANT_BACKENDS)
+    if unknown:
+        ap.error(f"--variants: unknown {sorted(unknown)} (known: {', '.join(VARIANT_BACKENDS)})")
     if "float32" not in args.lossless_dtypes:
         ap.error("--lossless-dtypes must include float32 (the checked comparison)")
     nvml = {"before_cuda": gpu_probe.nvml_memory() if cuda else None, "after_init": None}

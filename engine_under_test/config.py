@@ -54,6 +54,9 @@ class EngineConfig:
     kv_cache_dtype: str = "bfloat16"
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
     device: str = "cpu"
+    # None: decode / verify steps run as CUDA graphs on CUDA, eagerly elsewhere; False: the
+    # fixed-shape graph path everywhere (on a CPU its bodies run eagerly: for tests); True: eager
+    enforce_eager: bool | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -78,6 +81,8 @@ class EngineConfig:
             raise ValueError(f"mamba_cache_dtype: unknown {self.mamba_cache_dtype!r} (known: auto, {', '.join(STATE_DTYPES)})")
         if self.kv_cache_dtype not in KV_DTYPES:
             raise ValueError(f"kv_cache_dtype: unknown {self.kv_cache_dtype!r} (known: {', '.join(KV_DTYPES)})")
+        if self.enforce_eager not in (None, True, False):
+            raise ValueError(f"enforce_eager: must be true, false or null, got {self.enforce_eager!r}")
         if self.speculative_config is not None and not isinstance(self.speculative_config, SpeculativeConfig):
             raise ValueError("speculative_config: must be a SpeculativeConfig")
 

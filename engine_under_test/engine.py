@@ -28,6 +28,7 @@ from engine_under_test.acceptance import AcceptanceModel
 from engine_under_test.config import EngineConfig
 from engine_under_test.engine_plan import EnginePlan, build_plan, make_scheduler
 from engine_under_test.model.weights import load_drafter, load_target
+from engine_under_test.runtime.decode_graphs import GRAPH_BACKENDS
 from engine_under_test.runtime.runner import ModelRunner
 from engine_under_test.sampling_params import SamplingParams
 from engine_under_test.scheduler import Request, RequestStatus
@@ -104,6 +105,13 @@ class LLMEngine:
         self.measured_bytes: dict[str, int] | None = None if before is None else {
             "pool_bytes": after_pool - before, "weights_bytes": after_weights - after_pool}
         self.runner = ModelRunner(self.target, self.drafter, self.plan.pool, cfg.num_speculative_tokens)
+        graphs = not cfg.enforce_eager if cfg.enforce_eager is not None else device.type == "cuda"
+        if graphs and self.target.gdn_backend in GRAPH_BACKENDS:
+            from engine_under_test.runtime.decode_graphs import capture_sizes
+
+            graph_bytes = self.runner.capture_decode_graphs(capture_sizes(cfg.max_num_seqs), cfg.max_model_len)
+            if self.measured_bytes is not None:
+                self.measured_bytes["cuda_graph_bytes"] = graph_bytes
         mode = (acceptance or {"mode": "model"}).get("mode", "model")
         self.acceptance = (None if mode == "model" or spec is None
                            else AcceptanceModel.from_spec(acceptance, cfg.num_speculative_tokens, seed))

@@ -54,7 +54,7 @@ class LLM:
                  kv_cache_memory_bytes: int | None = None, gpu_memory_utilization: float | None = None,
                  device: str = "cpu", dtype: str | None = None, load_format: str = "safetensors",
                  seed: int = 0, acceptance: dict | None = None, kv_cache_dtype: str | None = None,
-                 mamba_ssm_cache_dtype: str = "float32"):
+                 mamba_ssm_cache_dtype: str = "float32", enforce_eager: bool | None = None):
         spec = None
         if speculative_config is not None:
             unknown = set(speculative_config) - {"method", "model", "num_speculative_tokens", "rejection_sample_method",
@@ -76,7 +76,8 @@ class LLM:
             kv_cache_memory_bytes=kv_cache_memory_bytes, gpu_memory_utilization=gpu_memory_utilization,
             device_memory_bytes=_device_memory_bytes(device) if gpu_memory_utilization is not None else None,
             kv_cache_dtype=kv_cache_dtype or (default_dtype or "bfloat16"),
-            mamba_cache_dtype=default_dtype or "auto", mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, device=device)
+            mamba_cache_dtype=default_dtype or "auto", mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, device=device,
+            enforce_eager=enforce_eager)
         self.engine = LLMEngine(cfg, acceptance=acceptance, seed=seed, load_format=load_format, dtype=default_dtype)
 
     def generate(self, prompts: list, sampling_params: SamplingParams | list[SamplingParams] | None = None

@@ -34,7 +34,7 @@ def _error_obs(adapter: Any, case: dict, message: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="conformance.harness.probe")
-    ap.add_argument("--adapter", required=True, help="in-env adapter module (see conformance.engines)")
+    ap.add_argument("--adapter", required=True, help="in-env adapter module (see conformance.harness.engine_file)")
     ap.add_argument("--cases", required=True, help="JSON file: a list of cases")
     ap.add_argument("--out", required=True, help="JSONL file to append observations to")
     args = ap.parse_args(argv)

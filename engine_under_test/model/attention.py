@@ -52,6 +52,10 @@ def paged_attention(q: torch.Tensor, batch: ForwardBatch, cache: LayerCache, sca
     memory-efficient kernel with a mask; `enable_gqa` with a mask falls back to the math kernel.
     """
     k_cache, v_cache, gid = cache
+    if getattr(batch, "is_static", False):      # fixed-shape device metadata (a CUDA graph's pass)
+        from engine_under_test.model.static_batch import static_paged_attention
+
+        return static_paged_attention(q, batch, k_cache, v_cache, gid, scale)
     bs = batch.block_size_tokens
     T, H, D = q.shape
     num_kv_heads = k_cache.shape[2]

@@ -22,6 +22,7 @@ from torch import nn
 
 from engine_under_test.model.attention import paged_attention, write_kv
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.fused_norms import add_rms_norm
 from engine_under_test.model.mlp import SwiGLUMLP
 from engine_under_test.model.model_config import DraftModelConfig
 from engine_under_test.model.norm import RMSNorm
@@ -108,8 +109,8 @@ class DFlashDrafter(nn.Module):
             cache = kv_caches[draft_layer_name(i)]
             write_kv(cache.first, cache.second, batch.slot_mapping(cache.group_id), k, v)
             o = paged_attention(q, batch, cache, attn.head_dim ** -0.5)
-            h = h + attn.o_proj(o.reshape(T, -1))
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h, x = add_rms_norm(h, attn.o_proj(o.reshape(T, -1)), layer.post_attention_layernorm)
+            h = h + layer.mlp(x)
         return self.norm(h)
 
     @torch.inference_mode()

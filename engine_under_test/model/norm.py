@@ -5,13 +5,17 @@
 - `RMSNorm`: the plain `x / rms(x) * weight` form (the DFlash drafter's Qwen3 layers).
 - `GatedRMSNorm`: Gated-DeltaNet's output norm, `weight * norm(x) * silu(gate)` (Qwen3_5RMSNormGated;
   its weight is used as is, initialised to ones).
+
+On CUDA each runs as one Triton kernel (`fused_norms`, same rounding points); `torch_forward`
+is the torch reference.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from engine_under_test.model import fused_norms
 
 
 def _normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
@@ -26,6 +30,9 @@ class ZeroCenteredRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fused_norms.rms_norm(x, self)
+
+    def torch_forward(self, x: torch.Tensor) -> torch.Tensor:
         return (_normalize(x, self.eps) * (1.0 + self.weight.float())).type_as(x)
 
 
@@ -36,6 +43,9 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fused_norms.rms_norm(x, self)
+
+    def torch_forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.weight * _normalize(x, self.eps).to(x.dtype)
 
 
@@ -46,6 +56,7 @@ class GatedRMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor, gate: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        out = self.weight * _normalize(x, self.eps).to(dtype)
-        return (out * F.silu(gate.float())).to(dtype)
+        return fused_norms.gated_rms_norm(x, gate, self)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        return _normalize(x, self.eps)

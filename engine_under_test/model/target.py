@@ -18,6 +18,7 @@ from torch import nn
 
 from engine_under_test.model.attention import GatedAttention
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.fused_norms import add_rms_norm
 from engine_under_test.model.linear_attention import GatedDeltaNet
 from engine_under_test.model.mlp import SwiGLUMLP
 from engine_under_test.model.model_config import TargetModelConfig
@@ -79,19 +80,26 @@ class Qwen35Target(nn.Module):
         h = self.model.embed_tokens(input_ids)
         cos_sin = self.rope.cos_sin(batch.positions, h.dtype)
         aux: dict[int, torch.Tensor] = {}
+        pending = None                      # the last layer's MLP output, not yet added to h
         for i, layer in enumerate(self.model.layers):
             name = target_layer_name(i)
-            x = layer.input_layernorm(h)
+            if pending is None:
+                x = layer.input_layernorm(h)
+            else:                           # NOTE: residual add and norm fused (one kernel on CUDA)
+                h, x = add_rms_norm(h, pending, layer.input_layernorm)
+                if i - 1 in aux_layer_ids:
+                    aux[i - 1] = h
             if layer.layer_type == "linear_attention":
                 x = layer.linear_attn(x, batch, state_caches[name], self.gdn_backend)
             else:
                 x = layer.self_attn(x, batch, self.rope, cos_sin, kv_caches[name])
-            h = h + x
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
-            if i in aux_layer_ids:
-                aux[i] = h
+            h, x = add_rms_norm(h, x, layer.post_attention_layernorm)
+            pending = layer.mlp(x)
+        h, out = add_rms_norm(h, pending, self.model.norm)
+        if len(self.model.layers) - 1 in aux_layer_ids:
+            aux[len(self.model.layers) - 1] = h
         aux_cat = torch.cat([aux[i] for i in aux_layer_ids], dim=-1) if aux_layer_ids else None
-        return self.model.norm(h), aux_cat
+        return out, aux_cat
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -63,6 +63,17 @@ class ModelRunner:
         self.device = pool.tensor.device
         self.block_size_tokens = pool.layout.block_size_tokens
         self.aux_layer_ids = tuple(drafter.config.target_layer_ids) if drafter is not None else ()
+        self.graphs = None            # DecodeGraphs after `capture_decode_graphs`
+
+    def capture_decode_graphs(self, sizes: tuple[int, ...], max_model_len: int) -> int:
+        """Capture the decode / verify step at `sizes` (runtime/decode_graphs.py); returns the
+        bytes capture added to the device allocator (0 off CUDA, where the same fixed-shape
+        bodies run eagerly)."""
+        from engine_under_test.runtime.decode_graphs import DecodeGraphs
+
+        self.graphs = DecodeGraphs(self, sizes, max_model_len)
+        self.graphs.capture()
+        return self.graphs.captured_bytes
 
     # -- phase helpers ---------------------------------------------------------------------
     def _target_batch(self, reqs: list[ScheduledRequest]) -> ForwardBatch:
@@ -147,6 +158,11 @@ class ModelRunner:
         result = StepResult()
         if not reqs:
             return result
+        if self.graphs is not None and self.graphs.can_run(reqs):
+            result = self.graphs.execute(reqs, params, generators, acceptance, result)
+            result.drafts = self._adjust_drafts(reqs, {r: len(t) - 1 for r, t in result.sampled.items()},
+                                                result.drafts)
+            return result
         # Phase 1: the target over every scheduled input.
         batch = self._target_batch(reqs)
         ids = device_tensor([t if t >= 0 else PAD_TOKEN_ID for sr in reqs for t in sr.token_ids], self.device)
@@ -180,5 +196,10 @@ class ModelRunner:
         self._rollback(reqs, accepted)
         # Phase 5: the drafter.
         if self.drafter is not None:
-            result.drafts = self._draft(reqs, batch, aux, result.sampled, accepted)
+            result.drafts = self._adjust_drafts(reqs, accepted, self._draft(reqs, batch, aux, result.sampled, accepted))
         return result
+
+    def _adjust_drafts(self, reqs: list[ScheduledRequest], accepted: dict[str, int],
+                       drafts: dict[str, list[int]]) -> dict[str, list[int]]:
+        """The drafter's proposals as they are (a hook for tests that script drafts)."""
+        return drafts

@@ -57,15 +57,3 @@ def engine_stats(engine: LLMEngine) -> dict[str, float]:
     if "num_drafts" in s.extra:
         snap["num_drafts"] = s.extra["num_drafts"]
     return snap
-
-
-_PARAM_FIELDS = ("max_tokens", "temperature", "seed", "top_k", "top_p", "ignore_eos")
-
-
-def make_sampling_params(body: dict) -> SamplingParams:
-    """OpenAI body -> SamplingParams (OpenAI defaults: max_tokens 16, temperature 1). Other fields are ignored,
-    as vLLM ignores fields it does not use; `stop_token_ids` is taken as vLLM takes it."""
-    kwargs: dict[str, Any] = {k: body[k] for k in _PARAM_FIELDS if body.get(k) is not None}
-    if body.get("stop_token_ids"):
-        kwargs["stop_token_ids"] = tuple(body["stop_token_ids"])
-    return SamplingParams(**kwargs)

@@ -1,152 +1,148 @@
-"""HTTP endpoints (OpenAI shape) over `http.server.ThreadingHTTPServer`.
+"""HTTP endpoints (OpenAI shape) on aiohttp's low-level server: one asyncio event loop in the
+main thread, the engine in its own thread (`loop.EngineLoop`), events handed over with
+`call_soon_threadsafe`.
 
-    POST /v1/completions  prompt: token ids (list of ints) or a list of such lists; max_tokens,
-                          temperature, ignore_eos, seed, stream (SSE `data: {...}` chunks then
-                          `data: [DONE]`), stream_options.include_usage. Each choice carries
-                          `token_ids`; `text` is the ids written out (" 17 42"): shape dirs
-                          ship no tokenizer.
+    POST /v1/completions  body checked field by field (`request.parse_completion`); each choice
+                          carries `token_ids`; `text` is the ids written out (" 17 42"): shape
+                          dirs ship no tokenizer. stream: SSE `data: {...}` chunks then
+                          `data: [DONE]`; stream_options.include_usage adds a usage chunk.
     GET  /health          200 while the engine thread runs, 503 after it failed
     GET  /v1/models       the served model
     GET  /metrics         Prometheus text (see `metrics`)
 
-Errors are OpenAI-style JSON `{"error": {"message", "type", "code"}}` with 400 / 404 / 503.
+Every error is OpenAI-style JSON `{"error": {"message", "type", "param", "code"}}`: 400 for a
+bad field, 404 for an unknown route or model, 413 for a body over MAX_BODY_BYTES, 408 when the
+body does not arrive within BODY_TIMEOUT_S, 503 when the engine thread is gone; bytes that are
+not HTTP (garbage, Content-Length with Transfer-Encoding, a negative Content-Length) get a JSON
+400 from the protocol layer and the connection is closed. Connections idle for
+KEEPALIVE_TIMEOUT_S are closed; a client that stops reading costs a coroutine, not a thread.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-import queue
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_request import BaseRequest
 
 from engine_under_test.serve import metrics
-from engine_under_test.serve.loop import EngineLoop, ErrorEvent, TokenEvent
+from engine_under_test.serve.loop import EngineLoop, ErrorEvent
+from engine_under_test.serve.request import RequestError, parse_completion
 
-EVENT_POLL_S = 0.5
-
-
-class RequestError(ValueError):
-    pass
-
-
-class ApiServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256   # listen backlog: a ladder opens up to max concurrency connections at once
-    allow_reuse_address = True
-
-    def __init__(self, address: tuple[str, int], loop: EngineLoop, model_name: str,
-                 make_params: Callable[[dict], Any], max_model_len: int, vocab_size: int):
-        super().__init__(address, _Handler)
-        self.loop, self.model_name, self.make_params = loop, model_name, make_params
-        self.max_model_len, self.vocab_size = max_model_len, vocab_size
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up; the handler already aborted its requests
+MAX_BODY_BYTES = 8 * 2**20          # a 1M-token batch of prompts is ~7 MB of JSON
+BODY_TIMEOUT_S = 30.0
+KEEPALIVE_TIMEOUT_S = 30.0
+HEALTH_POLL_S = 0.5
 
 
-def _prompts(body: dict, vocab_size: int) -> list[list[int]]:
-    p = body.get("prompt")
-    if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
-        prompts = [p]
-    elif isinstance(p, list) and p and all(isinstance(x, list) and x for x in p):
-        prompts = p
-    else:
-        raise RequestError("prompt: must be a non-empty list of token ids or a list of such lists "
-                           "(this server has no tokenizer)")
-    for i, ids in enumerate(prompts):
-        bad = [t for t in ids if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t < vocab_size]
-        if bad:
-            raise RequestError(f"prompt[{i}]: token ids must be integers in [0, {vocab_size}), got {bad[0]!r}")
-    return prompts
+def _error_body(status: int, message: str, kind: str, param: str | None = None) -> bytes:
+    return json.dumps({"error": {"message": message, "type": kind, "param": param, "code": status}}).encode()
 
 
-def _text(ids: tuple[int, ...]) -> str:
+def _error(status: int, message: str, kind: str = "invalid_request_error", param: str | None = None) -> web.Response:
+    return web.Response(status=status, body=_error_body(status, message, kind, param), content_type="application/json")
+
+
+class _JsonErrorHandler(RequestHandler):
+    """The protocol layer's own errors (unparsable requests) as OpenAI-style JSON."""
+
+    def handle_error(self, request, status: int = 500, exc: BaseException | None = None, message: str | None = None):
+        text = str(getattr(exc, "message", None) or exc or message or "bad request")
+        resp = _error(status, f"malformed HTTP request: {text}", "invalid_request_error" if status < 500 else "server_error")
+        resp.force_close()                 # the byte stream cannot be trusted past this point
+        return resp
+
+
+class _Server(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _JsonErrorHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _Events:
+    """A thread-safe `put` into an asyncio queue (the engine thread calls it)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop, self.queue = loop, asyncio.Queue()
+
+    def put(self, ev: Any) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, ev)
+
+
+def _text(ids) -> str:
     return "".join(f" {t}" for t in ids)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True   # SSE chunks are small: no Nagle / delayed-ACK stalls
-    server: ApiServer
+class ApiServer:
+    def __init__(self, loop: EngineLoop, model_name: str, max_model_len: int, vocab_size: int):
+        self.loop, self.model_name = loop, model_name
+        self.max_model_len, self.vocab_size = max_model_len, vocab_size
 
-    def log_message(self, *args: Any) -> None:
-        pass
+    def make_server(self) -> web.Server:
+        def request_factory(message, payload, protocol, writer, task):
+            return BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                               client_max_size=MAX_BODY_BYTES)
+        return _Server(self.dispatch, request_factory=request_factory, keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+                       access_log=None)
 
-    def _json(self, code: int, obj: Any) -> None:
-        data = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, code: int, message: str, kind: str = "invalid_request_error") -> None:
-        self._json(code, {"error": {"message": message, "type": kind, "code": code}})
-
-    def do_GET(self) -> None:
-        srv = self.server
-        if self.path == "/health":
-            self.send_response(200 if srv.loop.alive else 503)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-        elif self.path == "/v1/models":
-            self._json(200, {"object": "list", "data": [{"id": srv.model_name, "object": "model", "owned_by": "reference",
-                                                          "max_model_len": srv.max_model_len}]})
-        elif self.path == "/metrics":
-            data = metrics.render(srv.loop.snapshot()).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-        else:
-            self._error(404, f"no route GET {self.path}", "not_found")
-
-    def do_POST(self) -> None:
-        srv = self.server
-        if self.path != "/v1/completions":
-            self._error(404, f"no route POST {self.path}", "not_found")
-            return
+    async def dispatch(self, request: BaseRequest) -> web.StreamResponse:
         try:
-            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-            if not isinstance(body, dict):
-                raise RequestError("body: must be a JSON object")
-            prompts = _prompts(body, srv.vocab_size)
-            params = srv.make_params(body)
-            longest = max(map(len, prompts))
-            if longest + params.max_tokens > srv.max_model_len:
-                raise RequestError(f"this model's maximum context length is {srv.max_model_len} tokens; the request "
-                                   f"asks for {longest} prompt + {params.max_tokens} output tokens")
-        except (RequestError, ValueError, TypeError) as exc:
-            self._error(400, str(exc))
-            return
-        if not srv.loop.alive:
-            self._error(503, "engine is not running", "server_error")
-            return
-        out: queue.Queue = queue.Queue()
-        ids = [srv.loop.submit(p, params, out, tag=i) for i, p in enumerate(prompts)]
-        created = int(time.time())
-        head = {"id": ids[0], "object": "text_completion", "created": created, "model": srv.model_name}
+            if request.method == "GET" and request.path == "/health":
+                return web.Response(status=200 if self.loop.alive else 503)
+            if request.method == "GET" and request.path == "/v1/models":
+                return web.json_response({"object": "list", "data": [{"id": self.model_name, "object": "model",
+                                                                       "owned_by": "reference",
+                                                                       "max_model_len": self.max_model_len}]})
+            if request.method == "GET" and request.path == "/metrics":
+                return web.Response(text=metrics.render(self.loop.snapshot()),
+                                    content_type="text/plain", charset="utf-8",
+                                    headers={"X-Prometheus-Format": "0.0.4"})
+            if request.method == "POST" and request.path == "/v1/completions":
+                return await self.completions(request)
+            return _error(404, f"no route {request.method} {request.path}", "not_found")
+        except RequestError as exc:
+            return _error(exc.status, str(exc), exc.kind, exc.param)
+
+    async def _body(self, request: BaseRequest) -> Any:
         try:
-            if body.get("stream"):
-                self._stream(out, len(prompts), head, sum(map(len, prompts)),
-                             bool((body.get("stream_options") or {}).get("include_usage")))
-            else:
-                self._collect(out, len(prompts), head, sum(map(len, prompts)))
-        except (BrokenPipeError, ConnectionResetError):
-            pass
+            raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT_S)
+        except web.HTTPRequestEntityTooLarge:
+            raise RequestError(f"body: larger than {MAX_BODY_BYTES} bytes", status=413) from None
+        except asyncio.TimeoutError:
+            raise RequestError(f"body: not received within {BODY_TIMEOUT_S:g} s", status=408) from None
+        try:
+            return json.loads(raw or b"{}")
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise RequestError(f"body: not valid JSON ({exc})") from None
+        except RecursionError:
+            raise RequestError("body: JSON nested too deeply") from None
+
+    async def completions(self, request: BaseRequest) -> web.StreamResponse:
+        req = parse_completion(await self._body(request), self.model_name, self.vocab_size, self.max_model_len)
+        if not self.loop.alive:
+            return _error(503, "engine is not running", "server_error")
+        events = _Events(asyncio.get_running_loop())
+        ids = [self.loop.submit(p, req.params, events, tag=i) for i, p in enumerate(req.prompts)]
+        head = {"id": ids[0], "object": "text_completion", "created": int(time.time()), "model": self.model_name}
+        num_prompt = sum(map(len, req.prompts))
+        try:
+            if req.stream:
+                return await self._stream(request, events, len(req.prompts), head, num_prompt, req.include_usage)
+            return await self._collect(events, len(req.prompts), head, num_prompt)
         finally:
             for rid in ids:
-                srv.loop.abort(rid)   # no-op for finished requests
+                self.loop.abort(rid)   # no-op for finished requests; frees a client that hung up
 
-    def _events(self, out: queue.Queue, num_choices: int):
+    async def _events(self, events: _Events, num_choices: int):
         pending = num_choices
         while pending:
             try:
-                ev = out.get(timeout=EVENT_POLL_S)
-            except queue.Empty:
-                if not self.server.loop.alive:
+                ev = await asyncio.wait_for(events.queue.get(), HEALTH_POLL_S)
+            except asyncio.TimeoutError:
+                if not self.loop.alive:
                     yield ErrorEvent(None, "engine is not running")
                     return
                 continue
@@ -154,48 +150,58 @@ class _Handler(BaseHTTPRequestHandler):
                 pending -= 1
             yield ev
 
-    def _collect(self, out: queue.Queue, n: int, head: dict, num_prompt_tokens: int) -> None:
+    async def _collect(self, events: _Events, n: int, head: dict, num_prompt: int) -> web.Response:
         tokens: dict[int, list[int]] = {i: [] for i in range(n)}
         reasons: dict[int, str | None] = {}
-        for ev in self._events(out, n):
+        async for ev in self._events(events, n):
             if isinstance(ev, ErrorEvent):
-                self._error(400 if ev.tag is not None else 503, ev.message)
-                return
+                return _error(400 if ev.tag is not None else 503, ev.message,
+                              "invalid_request_error" if ev.tag is not None else "server_error")
             tokens[ev.tag] += ev.token_ids
             if ev.finished:
                 reasons[ev.tag] = ev.finish_reason
         num_out = sum(map(len, tokens.values()))
-        self._json(200, {**head, "choices": [{"index": i, "text": _text(tuple(t)), "token_ids": t,
-                                              "logprobs": None, "finish_reason": reasons.get(i)}
-                                             for i, t in tokens.items()],
-                         "usage": {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_out,
-                                   "total_tokens": num_prompt_tokens + num_out}})
+        return web.json_response({**head, "choices": [{"index": i, "text": _text(t), "token_ids": t, "logprobs": None,
+                                                       "finish_reason": reasons.get(i)} for i, t in tokens.items()],
+                                  "usage": {"prompt_tokens": num_prompt, "completion_tokens": num_out,
+                                            "total_tokens": num_prompt + num_out}})
 
-    def _stream(self, out: queue.Queue, n: int, head: dict, num_prompt_tokens: int, include_usage: bool) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+    async def _stream(self, request: BaseRequest, events: _Events, n: int, head: dict, num_prompt: int,
+                      include_usage: bool) -> web.StreamResponse:
+        resp = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+
+        async def sse(obj: dict) -> None:
+            await resp.write(f"data: {json.dumps(obj)}\n\n".encode())
+
         num_out = 0
-        for ev in self._events(out, n):
+        failed = False
+        async for ev in self._events(events, n):
             if isinstance(ev, ErrorEvent):
-                self._sse({"error": {"message": ev.message, "type": "server_error", "code": 500}})
+                await sse({"error": {"message": ev.message, "type": "server_error", "param": None, "code": 500}})
+                failed = True
                 break
             num_out += len(ev.token_ids)
-            self._sse({**head, "choices": [{"index": ev.tag, "text": _text(ev.token_ids), "token_ids": list(ev.token_ids),
+            await sse({**head, "choices": [{"index": ev.tag, "text": _text(ev.token_ids), "token_ids": list(ev.token_ids),
                                             "logprobs": None, "finish_reason": ev.finish_reason}]})
-        else:
-            if include_usage:
-                self._sse({**head, "choices": [], "usage": {"prompt_tokens": num_prompt_tokens, "completion_tokens": num_out,
-                                                            "total_tokens": num_prompt_tokens + num_out}})
-        self._chunk(b"data: [DONE]\n\n")
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        if include_usage and not failed:
+            await sse({**head, "choices": [], "usage": {"prompt_tokens": num_prompt, "completion_tokens": num_out,
+                                                        "total_tokens": num_prompt + num_out}})
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
-    def _sse(self, obj: dict) -> None:
-        self._chunk(f"data: {json.dumps(obj)}\n\n".encode())
 
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-        self.wfile.flush()
+async def serve(api: ApiServer, host: str, port: int, started, stopping: asyncio.Event) -> None:
+    """Serve until `stopping` is set; `started(host, port)` is called once the socket listens."""
+    runner = web.ServerRunner(api.make_server(), handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=1024, reuse_address=True)
+    await site.start()
+    sock = site._server.sockets[0]
+    started(*sock.getsockname()[:2])
+    try:
+        await stopping.wait()
+    finally:
+        await runner.cleanup()

@@ -7,18 +7,25 @@ engine thread drains its inbox, runs `engine.step()` while anything is unfinishe
 each output to its request's queue. `snapshot()` returns the latest counters for /metrics
 (replaced whole after each step, never mutated in place). If `step()` raises, every request in
 flight gets an `ErrorEvent`, `fatal` holds the traceback and the thread ends (the server then
-reports unhealthy and exits).
+reports unhealthy and exits). A request the engine refuses at `add_request` (any exception)
+gets an `ErrorEvent` of its own; the thread goes on.
+
+`DFLASH_TEST_STEP_SLEEP_MS` (tests only: a deliberately slowed engine) sleeps that long after
+every step.
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
+import time
 import traceback
 from typing import Any, Callable, NamedTuple
 
 IDLE_WAIT_S = 0.05
+STEP_SLEEP_ENV = "DFLASH_TEST_STEP_SLEEP_MS"
 
 
 class TokenEvent(NamedTuple):
@@ -60,6 +67,7 @@ class EngineLoop:
         self._counters: dict[str, float] = {"num_requests": 0, "num_prompt_tokens": 0, "num_generation_tokens": 0}
         self._snapshot: dict[str, float] = dict(self._counters)
         self.fatal: str | None = None
+        self._step_sleep_s = float(os.environ.get(STEP_SLEEP_ENV) or 0) / 1000
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
 
     # -- handler side -------------------------------------------------------------------------
@@ -97,8 +105,13 @@ class EngineLoop:
             return
         try:
             self._engine.add_request(item.request_id, item.prompt_token_ids, item.sampling_params)
-        except ValueError as exc:  # the engine refuses this request (too long, bad params)
-            item.out.put(ErrorEvent(item.tag, str(exc)))
+        except Exception as exc:  # noqa: BLE001  the engine refuses this request: it alone fails
+            item.out.put(ErrorEvent(item.tag, f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError)
+                                    else str(exc)))
+            try:
+                self._engine.abort_request(item.request_id)   # whatever add_request left behind
+            except Exception:  # noqa: BLE001
+                pass
             return
         self._streams[item.request_id] = item
         self._counters["num_requests"] += 1
@@ -147,6 +160,8 @@ class EngineLoop:
                 if self._engine.has_unfinished_requests():
                     self._route(self._engine.step())
                     self._snapshot = self._make_snapshot()
+                    if self._step_sleep_s:
+                        time.sleep(self._step_sleep_s)
                 elif not busy:
                     self._snapshot = self._make_snapshot()
         except Exception:

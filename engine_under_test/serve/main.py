@@ -12,13 +12,14 @@ Exit 2: bad flags; exit 3: the engine refused the configuration (its message pri
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 import threading
 from typing import Any
 
 from engine_under_test.serve.args import parse
-from engine_under_test.serve.http_api import ApiServer
+from engine_under_test.serve.http_api import ApiServer, serve
 from engine_under_test.serve.loop import EngineLoop
 
 PREFIX = "reference-engine"
@@ -34,7 +35,7 @@ def plan_line(plan: Any, max_model_len: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    from engine_under_test.serve.build import build_engine, engine_stats, make_sampling_params
+    from engine_under_test.serve.build import build_engine, engine_stats
 
     try:
         engine = build_engine(args)
@@ -43,33 +44,39 @@ def main(argv: list[str] | None = None) -> int:
         return 3
     plan = engine.plan
     print(plan_line(plan, engine.cfg.max_model_len), flush=True)
+    graphs = engine.runner.graphs
+    if graphs is not None and graphs.captured_device_bytes:
+        print(f"{PREFIX} graphs: sizes={','.join(map(str, graphs.sizes))} allocator_bytes={graphs.captured_bytes} "
+              f"device_bytes={graphs.captured_device_bytes} device_bytes_by_size="
+              + ",".join(f"{b}:{n}" for b, n in sorted(graphs.device_bytes_by_size.items())), flush=True)
     loop = EngineLoop(engine, engine_stats)
-    server = ApiServer((args.host, args.port), loop, args.served_model_name, make_sampling_params,
-                       engine.cfg.max_model_len, plan.target.vocab_size)
-    host, port = server.server_address[:2]
-    stopping = threading.Event()
+    api = ApiServer(loop, args.served_model_name, engine.cfg.max_model_len, plan.target.vocab_size)
+    aio = asyncio.new_event_loop()
+    stopping = asyncio.Event()
 
-    def on_signal(signum: int, frame: Any) -> None:
-        if not stopping.is_set():
-            stopping.set()
-            threading.Thread(target=server.shutdown, daemon=True).start()
+    def stop() -> None:
+        try:
+            aio.call_soon_threadsafe(stopping.set)
+        except RuntimeError:     # the event loop already closed: the server is down
+            pass
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, lambda *_: stop())
+    signal.signal(signal.SIGINT, lambda *_: stop())
     loop.start()
 
     def watch() -> None:   # a failed engine thread takes the server down
         loop.thread.join()
-        if not stopping.is_set():
-            stopping.set()
-            server.shutdown()
+        stop()
 
     threading.Thread(target=watch, daemon=True).start()
-    print(f"{PREFIX} serving: model={args.served_model_name} url=http://{host}:{port}", flush=True)
+
+    def started(host: str, port: int) -> None:
+        print(f"{PREFIX} serving: model={args.served_model_name} url=http://{host}:{port}", flush=True)
+
     try:
-        server.serve_forever(poll_interval=0.1)
+        aio.run_until_complete(serve(api, args.host, args.port, started, stopping))
     finally:
-        server.server_close()
+        aio.close()
         loop.stop()
     if loop.fatal:
         return 1

@@ -17,6 +17,7 @@ import pytest
 from conformance import observation, paths
 
 pytestmark = pytest.mark.gpu
+GOLDEN_ENV = "DFLASH_THROUGHPUT_GOLDEN"   # judge (or record) a ladder other than the full preset too
 
 
 def _ladder_run():
@@ -55,7 +56,35 @@ def check_run(lr, plan, results_dir: Path, ref: dict, hf: dict) -> None:
     assert ref["device"]["hardware"] == hf["device"]["hardware"]
 
 
-def test_reference_ladder_and_hf_peer(tmp_path: Path) -> None:
+def _bands():
+    key = "_throughput_bands"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name("bands.py"))
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+def judge_against_golden(golden, ref: dict) -> None:
+    """--snapshot-update records the ladder as the golden; otherwise the run is judged against it
+    within the bands of README.md (`bands.judge`): another kind of card is not compared."""
+    from conformance.goldens import GOLDEN_FORMAT, golden_path, read_golden_text
+
+    bands = _bands()
+    view = {"golden_format": GOLDEN_FORMAT, **bands.throughput_view(ref)}
+    if golden.session.update_snapshots:
+        assert golden == view
+        return
+    path = golden_path(golden)
+    if not path.is_file():
+        pytest.fail(f"no throughput golden at {path}: record one on this card with --snapshot-update", pytrace=False)
+    verdict = bands.judge(read_golden_text(path.read_text(), str(path)), view)
+    print(f"throughput vs golden: {verdict.status}: {verdict.message}")
+    if verdict.status != "not_comparable":
+        assert verdict.passed, verdict.message
+
+
+def test_reference_ladder_and_hf_peer(tmp_path: Path, golden) -> None:
     lr = _ladder_run()
     try:
         plan = lr.plan_from_env(os.environ)
@@ -68,3 +97,5 @@ def test_reference_ladder_and_hf_peer(tmp_path: Path) -> None:
     check_run(lr, plan, results_dir, ref, hf)
     if plan.device == "cuda":
         assert "CPU" not in ref["device"]["hardware"]
+        if plan == lr.PRESETS["2b"] or os.environ.get(GOLDEN_ENV):
+            judge_against_golden(golden, ref)

@@ -31,8 +31,7 @@ class ScriptedRunner(ModelRunner):
         self.__dict__.update(base.__dict__)
         self.full, self.rng = full_sequences, random.Random(seed)
 
-    def _draft(self, reqs, batch, aux, sampled, accepted):
-        drafts = super()._draft(reqs, batch, aux, sampled, accepted)
+    def _adjust_drafts(self, reqs, accepted, drafts):
         for sr in reqs:
             if sr.req_id not in drafts:
                 continue

@@ -1,4 +1,4 @@
-"""Plan adapter of the reference engine (the in-env adapter contract of conformance.engines).
+"""Plan adapter of the reference engine (the in-env adapter contract of conformance.harness.engine_file).
 
 Maps the case to an `EngineConfig` (every mapping recorded in provenance.mapping), plans
 budgets and memory, builds the unified pool for sizes only (plan mode never allocates), and

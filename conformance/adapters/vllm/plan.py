@@ -1,4 +1,4 @@
-"""The vLLM plan adapter: runs inside the vLLM 0.33 oracle venv (see conformance.engines).
+"""The vLLM plan adapter: runs inside the vLLM 0.33 oracle venv (see conformance.harness.engine_file).
 
 `plan(case)` maps the case to vLLM's native knobs (vllm_config), resolves the config and the
 budgets vLLM derives from it, plans the KV cache with vLLM's own planning functions (vllm_kv,

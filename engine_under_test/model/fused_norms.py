@@ -1,0 +1,100 @@
+"""Fused RMSNorm chains on CUDA: one Triton kernel per norm instead of ~10 elementwise launches
+(what a captured decode step is made of), with the eager modules' exact rounding points.
+
+    add_rms_norm(h, x, norm)   h' = h + x (in h's dtype), y = norm(h')  -> (h', y)
+    rms_norm(x, norm)          y = norm(x)
+    gated_rms_norm(x, gate, norm)  GatedRMSNorm: weight * norm(x) * silu(gate)
+
+`norm` is a `norm.ZeroCenteredRMSNorm` ((1 + w) * x / rms(x) in float32, then x's dtype) or
+a `norm.RMSNorm` (x / rms(x) rounded to x's dtype, times w). One program per row; the row is
+reduced in float32. Off CUDA (or without Triton) each is the modules' own torch code, so the
+CPU reference path is unchanged.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:          # the CPU image: the torch path only
+    triton = None
+
+
+def _use_kernel(x: torch.Tensor) -> bool:
+    return triton is not None and x.is_cuda and x.stride(-1) == 1
+
+
+if triton is not None:
+    @triton.jit
+    def _norm_kernel(x, res, w, gate, out, res_out, n, stride_x, stride_res, stride_gate, stride_out, eps,
+                     HAS_RES: tl.constexpr, ZERO_CENTERED: tl.constexpr, GATED: tl.constexpr, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        ok = cols < n
+        v = tl.load(x + row * stride_x + cols, mask=ok, other=0.0)
+        if HAS_RES:
+            v = (v.to(tl.float32) + tl.load(res + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)).to(v.dtype)
+            tl.store(res_out + row * stride_out + cols, v, mask=ok)
+        vf = v.to(tl.float32)
+        normed = vf * tl.rsqrt(tl.sum(vf * vf, 0) / n + eps)
+        wf = tl.load(w + cols, mask=ok, other=0.0).to(tl.float32)
+        if ZERO_CENTERED:
+            y = normed * (1.0 + wf)
+        else:
+            y = wf * normed.to(v.dtype).to(tl.float32)
+        if GATED:
+            y = y.to(v.dtype).to(tl.float32)
+            gv = tl.load(gate + row * stride_gate + cols, mask=ok, other=0.0).to(tl.float32)
+            y = y * (gv / (1.0 + tl.exp(-gv)))
+        tl.store(out + row * stride_out + cols, y.to(out.dtype.element_ty), mask=ok)
+
+
+def _launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool,
+            res2: torch.Tensor | None = None, gate2: torch.Tensor | None = None):
+    rows, n = x2.shape
+    out = torch.empty_like(x2)
+    res_out = torch.empty_like(x2) if res2 is not None else out
+    block = triton.next_power_of_2(n)
+    _norm_kernel[(rows,)](x2, res2 if res2 is not None else x2, weight, gate2 if gate2 is not None else x2, out, res_out,
+                          n, x2.stride(0), res2.stride(0) if res2 is not None else 0,
+                          gate2.stride(0) if gate2 is not None else 0, out.stride(0), eps,
+                          HAS_RES=res2 is not None, ZERO_CENTERED=zero_centered, GATED=gate2 is not None,
+                          BLOCK=block, num_warps=4 if block <= 2048 else 8)
+    return out, res_out
+
+
+def _zero_centered(norm) -> bool:
+    from engine_under_test.model.norm import ZeroCenteredRMSNorm
+
+    return isinstance(norm, ZeroCenteredRMSNorm)
+
+
+def rms_norm(x: torch.Tensor, norm) -> torch.Tensor:
+    if not _use_kernel(x):
+        return norm.torch_forward(x)
+    shape = x.shape
+    out, _ = _launch(x.reshape(-1, shape[-1]), norm.weight, norm.eps, _zero_centered(norm))
+    return out.view(shape)
+
+
+def add_rms_norm(h: torch.Tensor, x: torch.Tensor, norm) -> tuple[torch.Tensor, torch.Tensor]:
+    if not (_use_kernel(h) and x.is_contiguous() and x.dtype == h.dtype):
+        h = h + x
+        return h, norm.torch_forward(h)
+    shape = h.shape
+    out, res = _launch(h.reshape(-1, shape[-1]), norm.weight, norm.eps, _zero_centered(norm), res2=x.reshape(-1, shape[-1]))
+    return res.view(shape), out.view(shape)
+
+
+def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, norm) -> torch.Tensor:
+    if not (_use_kernel(x) and gate.stride(-1) == 1 and x.is_contiguous()):
+        dtype = x.dtype
+        out = norm.weight * norm.normalize(x).to(dtype)
+        return (out * F.silu(gate.float())).to(dtype)
+    shape = x.shape
+    out, _ = _launch(x.reshape(-1, shape[-1]), norm.weight, norm.eps, False,
+                     gate2=gate.reshape(-1, shape[-1]))
+    return out.view(shape)

@@ -1,0 +1,272 @@
+"""CUDA graphs of the decode / verify step, target and drafter, at captured batch sizes.
+
+Contract: `DecodeGraphs(runner, sizes)` builds fixed buffers for the largest size;
+`capture()` records, for each size B (largest first, one shared memory pool), a target graph
+and, with a drafter, a drafter graph; `captured_bytes` is what capture added to the device
+allocator's reservation (the ledger's graph pool estimate must hold it). `can_run(reqs)` says
+whether a step is a uniform decode step the graphs run; `execute(...)` runs it and returns the
+same `StepResult` as the eager runner.
+
+A uniform decode step: every scheduled request is past its prefill and feeds L = 1 + k inputs
+(its last known token and k drafts, some possibly padded with id < 0); at most max(sizes)
+requests. The step:
+
+    host: fill target buffers (one copy) -> replay target graph [B]:
+          embed .. layers (pool in place, attention through the block table) .. norm,
+          logits of every row into a fixed buffer, argmax
+    host: read argmax (the step's one sync), verify each request (eager's `verify`)
+    host: fill drafter buffers (one copy) -> replay drafter graph [B]:
+          state rollback (slot m -> slot 0, every state layer), context K/V of all L inputs,
+          the query block [last token, mask x k], argmax of the k mask rows
+    host: read the drafts
+
+Context rows past the accepted prefix are written too: they lie at positions p .. p + k - 1
+of the query block, which overwrites them before any read. Padded sequences (B > real) read
+and write only the null block 0. The torch reference path (`ModelRunner` eager) stays for
+prefill, mixed steps, the CPU and `enforce_eager`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from engine_under_test.model.drafter import draft_layer_name
+from engine_under_test.model.linear_attention import StateSlots
+from engine_under_test.model.static_batch import StaticBatch
+from engine_under_test.runtime.decode_buffers import MetaBuffers
+from engine_under_test.runtime.verify import verify
+
+GRAPH_BACKENDS = ("fla", "torch")
+DEFAULT_CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32)
+
+
+def capture_sizes(max_num_seqs: int) -> tuple[int, ...]:
+    """vLLM's pattern: 1, 2, 4, 8, then every 8, up to and including max_num_seqs."""
+    sizes = [s for s in DEFAULT_CAPTURE_SIZES if s <= max_num_seqs]
+    sizes += list(range(40, max_num_seqs + 1, 8))
+    return tuple(sorted(set(sizes) | {max_num_seqs}))
+
+
+class DecodeGraphs:
+    def __init__(self, runner, sizes: tuple[int, ...], max_model_len: int):
+        self.runner = runner
+        self.sizes = tuple(sorted(sizes))
+        self.k = runner.k
+        self.L = 1 + self.k
+        self.bs = runner.block_size_tokens
+        self.W = -(-(max_model_len + self.k + 1) // self.bs) + 1
+        kv, state = runner.kv, runner.state
+        self.attn_gids = sorted({c.group_id for c in kv.values()})
+        self.state_gids = sorted({c.group_id for c in state.values()})
+        self.draft_gids = sorted({kv[draft_layer_name(i)].group_id
+                                  for i in range(runner.drafter.config.num_hidden_layers)}) if runner.drafter else []
+        self.backend: str | None = None
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}
+        self.captured_bytes = 0            # the device allocator's reservation added by capture
+        self.captured_device_bytes = 0     # device memory capture took, allocator or not (free bytes)
+        self.device_bytes_by_size: dict[int, int] = {}   # cumulative, after each size's graphs
+        self.enabled = True
+
+    # -- buffers -----------------------------------------------------------------------------
+    def _alloc(self) -> None:
+        Bm, L, W, k = max(self.sizes), self.L, self.W, self.k
+        dev = self.runner.device
+        f = {"ids": (Bm * L,), "pos": (Bm * L,), "seq_lens": (Bm,)}
+        for g in self.attn_gids:
+            f |= {f"table{g}": (Bm, W), f"blk{g}": (Bm * L,), f"row{g}": (Bm * L,)}
+        for s in self.state_gids:
+            f |= {f"src{s}": (Bm,), f"fresh{s}": (Bm,), f"dst{s}": (Bm, L), f"save{s}": (Bm, L)}
+        self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in self.state_gids}}, dev)
+        if self.runner.drafter is not None:
+            d = {"q_ids": (Bm * (k + 1),), "q_pos": (Bm * (k + 1),), "q_seq_lens": (Bm,)}
+            for g in self.draft_gids:
+                d |= {f"q_blk{g}": (Bm * (k + 1),), f"q_row{g}": (Bm * (k + 1),)}
+            for s in self.state_gids:
+                d |= {f"rb_src{s}": (Bm,), f"rb_dst{s}": (Bm,)}
+            self.dmeta = MetaBuffers(d, {"q_seq_lens": 1}, dev)
+        target = self.runner.target
+        vocab, dtype = target.lm_head.weight.shape[0], target.lm_head.weight.dtype
+        self.logits = torch.empty(Bm * max(L, k), vocab, dtype=dtype, device=dev)
+        self.argmax = torch.empty(Bm * L, dtype=torch.long, device=dev)
+        self.draft_argmax = torch.empty(Bm * max(k, 1), dtype=torch.long, device=dev)
+
+    # -- the captured bodies -----------------------------------------------------------------
+    def _target_body(self, B: int) -> torch.Tensor | None:
+        m, L, T = self.meta, self.L, B * self.L
+        batch = StaticBatch(B, L, self.bs, True, m.view("pos")[:T], m.view("seq_lens")[:B],
+                            {g: m.view(f"table{g}")[:B] for g in self.attn_gids},
+                            {g: (m.view(f"blk{g}")[:T], m.view(f"row{g}")[:T]) for g in self.attn_gids})
+        seq = torch.arange(B, device=self.runner.device).repeat_interleave(L)
+        pos = torch.arange(L, device=self.runner.device).repeat(B)
+        for s in self.state_gids:
+            dst = m.view(f"dst{s}")[:B]
+            batch.set_state_slots(s, StateSlots(
+                src=m.view(f"src{s}")[:B], fresh=m.view(f"fresh{s}")[:B] != 0, any_fresh=True, all_states=True,
+                save_seq=seq, save_pos=pos, save_dst=dst.reshape(-1), dst_grid=dst, save_grid=m.view(f"save{s}")[:B]))
+        r = self.runner
+        hidden, aux = r.target(m.view("ids")[:T], batch, r.kv, r.state, r.aux_layer_ids)
+        torch.mm(hidden, r.target.lm_head.weight.t(), out=self.logits[:T])
+        torch.argmax(self.logits[:T], dim=-1, out=self.argmax[:T])
+        return aux
+
+    def _draft_body(self, B: int, aux: torch.Tensor) -> None:
+        r, m, d, k = self.runner, self.meta, self.dmeta, self.k
+        T, Q = B * self.L, B * (k + 1)
+        for cache in r.state.values():
+            s = cache.group_id
+            src, dst = d.view(f"rb_src{s}")[:B], d.view(f"rb_dst{s}")[:B]
+            for view in (cache.first, cache.second):
+                view.index_copy_(0, dst, view.index_select(0, src))
+        r.drafter.write_context(aux, m.view("pos")[:T],
+                                {g: (m.view(f"blk{g}")[:T], m.view(f"row{g}")[:T]) for g in self.draft_gids}, r.kv)
+        batch = StaticBatch(B, k + 1, self.bs, False, d.view("q_pos")[:Q], d.view("q_seq_lens")[:B],
+                            {g: m.view(f"table{g}")[:B] for g in self.draft_gids},
+                            {g: (d.view(f"q_blk{g}")[:Q], d.view(f"q_row{g}")[:Q]) for g in self.draft_gids})
+        hidden = r.drafter(d.view("q_ids")[:Q], batch, r.kv)
+        rows = hidden.view(B, k + 1, -1)[:, 1:].reshape(B * k, -1)
+        torch.mm(rows, r.drafter.lm_head.weight.t(), out=self.logits[:B * k])
+        torch.argmax(self.logits[:B * k], dim=-1, out=self.draft_argmax[:B * k])
+
+    @torch.inference_mode()
+    def capture(self) -> None:
+        """CUDA: record the graphs. Elsewhere: only the buffers; `execute` then runs the same
+        bodies eagerly (the fixed-shape path, checked on a CPU against the eager runner)."""
+        dev = self.runner.device
+        if dev.type != "cuda":
+            self._alloc()
+            self.backend = self.runner.target.gdn_backend
+            self.graphs = {B: (None, None) for B in self.sizes}
+            return
+        torch.cuda.synchronize(dev)
+        torch.cuda.empty_cache()                     # what is cached but unused is not capture's
+        before = torch.cuda.memory_reserved(dev)
+        free_before = torch.cuda.mem_get_info(dev)[0]
+        self._alloc()
+        self.backend = self.runner.target.gdn_backend
+        self.meta.fill({})
+        if self.runner.drafter is not None:
+            self.dmeta.fill({})
+        pool = torch.cuda.graph_pool_handle()
+        side = torch.cuda.Stream(dev)
+        for B in sorted(self.sizes, reverse=True):
+            side.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(side):            # warm-up: kernel compilation, handles
+                for _ in range(2):
+                    aux = self._target_body(B)
+                    if self.runner.drafter is not None:
+                        self._draft_body(B, aux)
+            torch.cuda.current_stream(dev).wait_stream(side)
+            del aux
+            gt = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(gt, pool=pool):
+                aux = self._target_body(B)
+            gd = None
+            if self.runner.drafter is not None:
+                gd = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(gd, pool=pool):
+                    self._draft_body(B, aux)
+            self.graphs[B] = (gt, gd)
+            torch.cuda.synchronize(dev)
+            self.device_bytes_by_size[B] = free_before - torch.cuda.mem_get_info(dev)[0]
+        torch.cuda.empty_cache()
+        self.captured_bytes = torch.cuda.memory_reserved(dev) - before
+        self.captured_device_bytes = free_before - torch.cuda.mem_get_info(dev)[0]
+
+    # -- running a step ----------------------------------------------------------------------
+    def can_run(self, reqs) -> bool:
+        if not (self.enabled and self.graphs and self.runner.target.gdn_backend == self.backend):
+            return False
+        if not 0 < len(reqs) <= self.sizes[-1]:
+            return False
+        for sr in reqs:
+            if sr.is_prefill_chunk or sr.num_scheduled_tokens != self.L or len(sr.spec_token_ids) != self.k:
+                return False
+            if any(len(sr.block_ids[g]) > self.W for g in self.attn_gids):
+                return False
+            if any(len(sr.state_block_ids[s]) < self.L for s in self.state_gids):
+                return False
+        return True
+
+    def _fill_target(self, reqs) -> None:
+        L, W, bs = self.L, self.W, self.bs
+        nc = np.array([sr.num_computed_tokens for sr in reqs], dtype=np.int64)
+        pos = nc[:, None] + np.arange(L)
+        vals = {"ids": np.array([max(t, 0) for sr in reqs for t in sr.token_ids], dtype=np.int64),
+                "pos": pos.reshape(-1), "seq_lens": nc + L}
+        rows = np.arange(len(reqs))[:, None]
+        for g in self.attn_gids:
+            table = np.zeros((len(reqs), W), dtype=np.int64)
+            for b, sr in enumerate(reqs):
+                table[b, :len(sr.block_ids[g])] = sr.block_ids[g]
+            vals[f"table{g}"] = table
+            vals[f"blk{g}"] = table[rows, pos // bs].reshape(-1)
+            vals[f"row{g}"] = (pos % bs).reshape(-1)
+        for s in self.state_gids:
+            slots = np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64)
+            vals |= {f"src{s}": slots[:, 0], f"fresh{s}": (nc == 0).astype(np.int64), f"dst{s}": slots,
+                     f"save{s}": np.ones((len(reqs), L), dtype=np.int64)}
+        self.meta.fill(vals)
+
+    def _fill_draft(self, reqs, sampled: dict[str, list[int]], accepted: dict[str, int]) -> list[int]:
+        """Fills the drafter's buffers; returns the indices of the requests that draft."""
+        k, bs, L = self.k, self.bs, self.L
+        n = len(reqs)
+        q_ids = np.zeros((n, k + 1), dtype=np.int64)
+        q_pos = np.zeros((n, k + 1), dtype=np.int64)
+        q_seq = np.ones(n, dtype=np.int64)
+        q_blk = {g: np.zeros((n, k + 1), dtype=np.int64) for g in self.draft_gids}
+        q_row = {g: np.zeros((n, k + 1), dtype=np.int64) for g in self.draft_gids}
+        rb = {s: np.zeros((2, n), dtype=np.int64) for s in self.state_gids}
+        drafting = []
+        mask_id = self.runner.drafter.config.mask_token_id
+        for b, sr in enumerate(reqs):
+            m = accepted[sr.req_id]
+            for s in self.state_gids:
+                rb[s][0, b], rb[s][1, b] = sr.state_block_ids[s][m], sr.state_block_ids[s][0]
+            p = sr.num_computed_tokens + L - k + m
+            if min(len(t) for t in sr.block_ids.values()) * bs < p + k + 1:
+                continue                  # at max_model_len: no room to draft (as the eager runner)
+            drafting.append(b)
+            q_ids[b] = [sampled[sr.req_id][-1]] + [mask_id] * k
+            q_pos[b] = np.arange(p, p + k + 1)
+            q_seq[b] = p + k + 1
+            for g in self.draft_gids:
+                table = sr.block_ids[g]
+                q_blk[g][b] = [table[x // bs] for x in q_pos[b]]
+                q_row[g][b] = q_pos[b] % bs
+        vals = {"q_ids": q_ids.reshape(-1), "q_pos": q_pos.reshape(-1), "q_seq_lens": q_seq}
+        for g in self.draft_gids:
+            vals |= {f"q_blk{g}": q_blk[g].reshape(-1), f"q_row{g}": q_row[g].reshape(-1)}
+        for s in self.state_gids:
+            vals |= {f"rb_src{s}": rb[s][0], f"rb_dst{s}": rb[s][1]}
+        self.dmeta.fill(vals)
+        return drafting
+
+    @torch.inference_mode()
+    def execute(self, reqs, params, generators, acceptance, result):
+        B = next(s for s in self.sizes if s >= len(reqs))
+        L, k = self.L, self.k
+        self._fill_target(reqs)
+        graph_target, graph_draft = self.graphs[B]
+        aux = self._target_body(B) if graph_target is None else graph_target.replay()
+        argmax = self.argmax[:len(reqs) * L].tolist()             # the step's sync: sampled tokens
+        accepted: dict[str, int] = {}
+        for b, sr in enumerate(reqs):
+            toks = verify(self.logits[b * L:(b + 1) * L], list(sr.spec_token_ids), params[sr.req_id],
+                          generators.get(sr.req_id), acceptance if sr.spec_token_ids else None,
+                          argmax=argmax[b * L:(b + 1) * L])
+            result.sampled[sr.req_id] = toks
+            accepted[sr.req_id] = len(toks) - 1
+            result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
+            result.num_accepted_tokens += len(toks) - 1
+        if self.runner.drafter is None:
+            return result
+        drafting = self._fill_draft(reqs, result.sampled, accepted)
+        if graph_draft is None:
+            self._draft_body(B, aux)
+        else:
+            graph_draft.replay()
+        draft_ids = self.draft_argmax[:len(reqs) * k].view(len(reqs), k).tolist()
+        result.drafts = {reqs[b].req_id: draft_ids[b] for b in drafting}
+        return result
