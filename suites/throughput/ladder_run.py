@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import re
 import sys
 import time
@@ -30,7 +31,7 @@ import yaml
 
 from conformance import observation, paths
 from conformance.harness.hardware import describe
-from conformance.harness.manifest import load_manifest
+from conformance.harness.manifest import Manifest, manifest_from_engine_file
 from conformance.harness.live import run_live
 from conformance.cases import load_case
 from conformance.loadgen import LoadgenSettings, Workload
@@ -188,6 +189,21 @@ def _write(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
+def engine_under_test(environ: Mapping[str, str] | None = None) -> Manifest:
+    """How the engine under test serves: `DFLASH_THROUGHPUT_ENGINE` (a shipped engine's name or an engine
+    file), else the first shipped engine whose role is under-test and that has a `live:` section. The
+    peer runs the same seeded weights through transformers, so the engine must load them."""
+    from conformance.errors import ConformanceError
+    from conformance.harness.registry import default_engines, resolve_engine
+
+    ref = (environ if environ is not None else os.environ).get("DFLASH_THROUGHPUT_ENGINE")
+    engines = [resolve_engine(ref)] if ref else [e for e in default_engines() if e.role == "under-test" and e.live]
+    if not engines or not engines[0].live:
+        raise ConformanceError(f"throughput suite: no engine under test with a `live:` section ({ref or 'shipped'})")
+    e = engines[0]
+    return manifest_from_engine_file(e.live, e.path, e.name)
+
+
 def run_throughput(plan: ThroughputPlan, results_dir: Path, work_dir: Path) -> tuple[dict, dict, dict]:
     results_dir.mkdir(parents=True, exist_ok=True)
     checkpoints = work_dir / "ckpt"
@@ -201,7 +217,7 @@ def run_throughput(plan: ThroughputPlan, results_dir: Path, work_dir: Path) -> t
     settings = LoadgenSettings(concurrencies=plan.concurrencies, num_warmup_waves=1, min_requests_per_slot=1,
                                num_repeats=plan.num_repeats,
                                request_timeout_s=plan.request_timeout_s, max_rung_duration_s=plan.max_rung_duration_s)
-    ref = run_live(load_manifest("reference"), case, settings, {"device": plan.device}, log_dir=results_dir,
+    ref = run_live(engine_under_test(), case, settings, {"device": plan.device}, log_dir=results_dir,
                    on_rung=lambda r: print(f"reference c={r['concurrency']} {r['status']} "
                                            f"{r.get('output_tok_per_s')} tok/s", flush=True))
     ref["device"]["hardware"] = hw

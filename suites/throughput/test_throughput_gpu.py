@@ -43,7 +43,7 @@ def check_run(lr, plan, results_dir: Path, ref: dict, hf: dict) -> None:
     for name in lr.RESULT_FILES + tuple(p.name for p in results_dir.glob("reference-*.log")):
         leaks = lr.local_paths((results_dir / name).read_text())
         assert not leaks, f"{name} names local paths: {leaks[:3]}"
-    observation.validate(ref, "reference")
+    observation.validate(ref, "engine under test")
     observation.validate(hf, "transformers")
     assert ref["status"] == "ok", ref["message"]
     assert [r["concurrency"] for r in ref["throughput"]["rungs"]] == list(plan.concurrencies)
