@@ -39,7 +39,7 @@ def _typo_in_a_knob(doc: dict, tmp: Path) -> list[str]:
 def _model_dir_without_config(doc: dict, tmp: Path) -> list[str]:
     (tmp / "empty-model").mkdir()
     doc["target"] = "./empty-model"
-    return [f"target: cannot read {tmp / 'empty-model' / 'config.json'}: No such file or directory"]
+    return [f"target: {tmp / 'empty-model' / 'config.json'}: cannot read: No such file or directory"]
 
 
 def _unknown_method(doc: dict, tmp: Path) -> list[str]:
