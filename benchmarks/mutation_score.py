@@ -3,6 +3,7 @@
 Usage:
     .venv/bin/python benchmarks/mutation_score.py --run budget      # mutate one module (niced, 1 worker)
     .venv/bin/python benchmarks/mutation_score.py                   # the table and the survivors
+    .venv/bin/python benchmarks/mutation_score.py --prove MUTANT TEST   # TEST passes, and fails on MUTANT
 
 Contract:
 - `--run MODULE` runs `nice -n 19 mutmut run --max-children 1 "engine_under_test.MODULE.*"` under
@@ -43,6 +44,21 @@ def run_module(module: str, timeout_s: int) -> int:
     cmd = ["timeout", str(timeout_s), "nice", "-n", "19", str(REPO / ".venv/bin/mutmut"), "run", "--max-children", "1",
            f"engine_under_test.{module}.*"]
     return subprocess.call(cmd, cwd=REPO)
+
+
+def prove(mutant: str, test: str) -> int:
+    """Run `test` (a pytest node id) on the original code and on `mutant`, in mutmut's copy of the
+    tree: 0 when it passes on the original and fails on the mutant (the test kills it)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "MUTANT_UNDER_TEST"}
+    cmd = ["nice", "-n", "19", str(REPO / ".venv/bin/python"), "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", test]
+    clean = subprocess.run(cmd, cwd=MUTANTS, env=env, capture_output=True, text=True).returncode
+    mutated = subprocess.run(cmd, cwd=MUTANTS, env={**env, "MUTANT_UNDER_TEST": mutant}, capture_output=True,
+                             text=True).returncode
+    verdict = "kills it" if clean == 0 and mutated != 0 else "does NOT kill it" if clean == 0 else "fails on the original"
+    print(f"{test} on {mutant}: original exit {clean}, mutant exit {mutated}: {verdict}")
+    return 0 if clean == 0 and mutated != 0 else 1
 
 
 def _functions(path: Path) -> dict[str, list[str]]:
@@ -114,9 +130,13 @@ def collect() -> tuple[dict[str, Counter], list[dict]]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run", metavar="MODULE", help="mutate one module first, e.g. budget or scheduler.scheduler")
+    ap.add_argument("--prove", nargs=2, metavar=("MUTANT", "TEST"),
+                    help="show that TEST (a pytest node id) passes on the original and fails on MUTANT")
     ap.add_argument("--timeout-s", type=int, default=3600)
     ap.add_argument("--min-score", type=float, default=90.0)
     args = ap.parse_args(argv)
+    if args.prove:
+        return prove(*args.prove)
     if args.run:
         run_module(args.run, args.timeout_s)
     if not MUTANTS.is_dir():
