@@ -80,3 +80,11 @@ def test_check_integrity_catches_corruption(corrupt, message):
     with pytest.raises(AssertionError) as exc:
         a.check_integrity()
     assert str(exc.value).splitlines()[0] == message    # the whole first line (pytest may append its own)
+
+
+def test_integrity_message_lists_at_most_ten_blocks():
+    a = BlockAllocator(20)
+    a._used.update(list(a._free)[:12])
+    with pytest.raises(AssertionError) as exc:
+        a.check_integrity()
+    assert str(exc.value).splitlines()[0] == f"blocks both free and used: {list(range(1, 11))}"

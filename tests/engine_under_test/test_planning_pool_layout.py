@@ -94,3 +94,12 @@ def test_pool_refuses_views_before_allocation_and_of_the_wrong_kind():
     half = plan.memory.layout.group_of("target.layers.3").spec.page_size_bytes // 2
     assert v.data_ptr() - k.data_ptr() == half
     assert k.numel() * k.element_size() == v.numel() * v.element_size() == half * plan.memory.layout.num_blocks
+
+
+def test_allocate_puts_the_one_tensor_on_the_device_asked_and_only_once():
+    pool = UnifiedPool(_plan().memory.layout)
+    raw = pool.allocate("meta")                 # a device that is not torch's default
+    assert raw.device.type == "meta" and pool.tensor is raw and pool.is_allocated
+    with pytest.raises(RuntimeError) as exc:
+        pool.allocate("meta")
+    assert str(exc.value) == "the pool is already allocated"
