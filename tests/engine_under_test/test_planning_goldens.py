@@ -30,26 +30,31 @@ def _golden(suite: str, case_id: str) -> dict | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-@pytest.fixture(scope="module")
-def observations() -> dict[str, dict]:
+CASES = {c.id: c for c in load_all()}
+
+
+def _plan(case_id: str) -> dict:
     from conformance.adapters.reference.plan import plan
 
-    return {c.id: plan(c.to_json()) for c in load_all()}
+    return plan(CASES[case_id].to_json())
 
 
-def test_every_case_has_reference_goldens(observations):
-    missing = [(s, cid) for cid in observations for s in SUITES if _golden(s, cid) is None]
+def test_every_case_has_reference_goldens():
+    missing = [(s, cid) for cid in CASES for s in SUITES if _golden(s, cid) is None]
     assert not missing, f"cases without a reference golden: {missing}"
 
 
-@pytest.mark.parametrize("suite", SUITES)
-def test_reference_plan_equals_its_goldens(observations, suite):
+# NOTE: one test per case, planning in the test itself (no shared fixture), so that a mutation
+# tool's per-test coverage sees which test reaches which planning function.
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_reference_plan_equals_its_goldens(case_id):
+    obs = _plan(case_id)
     moved = []
-    for cid, obs in observations.items():
-        golden = _golden(suite, cid)
+    for suite in SUITES:
+        golden = _golden(suite, case_id)
         view = golden_view(obs, (suite,))
         for field in COMPARED + (suite,):
             if view.get(field) != golden.get(field):
-                moved.append(f"{cid}: {suite}.{field}: golden {str(golden.get(field))[:200]!r} "
+                moved.append(f"{case_id}: {suite}.{field}: golden {str(golden.get(field))[:200]!r} "
                              f"!= planned {str(view.get(field))[:200]!r}")
     assert not moved, "\n".join(moved)

@@ -97,3 +97,29 @@ def test_pool_shares_sum_to_the_pool_and_name_their_category():
     assert layer_category("draft.layers.0", lay.group_of("draft.layers.0")) == "draft_kv"
     assert layer_category("target.layers.3", lay.group_of("target.layers.3")) == "attention_kv"
     assert layer_category("target.layers.0", lay.group_of("target.layers.0")) == "recurrent_state"
+
+
+def _beside(cfg: EngineConfig) -> int:
+    t, d = read_target_shape(cfg.model), read_draft_shape(cfg.speculative_config.model)
+    return weights_bytes(t, d) + activation_bytes(cfg, t) + workspace_bytes(cfg, t)
+
+
+def test_utilization_leaving_exactly_one_block_is_not_the_no_room_refusal():
+    probe = _cfg(kv_cache_memory_bytes=None, gpu_memory_utilization=1.0, device_memory_bytes=2**40)
+    bpb = _plan(probe).layout.bytes_per_block
+    assert _plan(probe).ledger.bound_kind == "gpu_memory_utilization"
+    one_block = _cfg(kv_cache_memory_bytes=None, gpu_memory_utilization=1.0, device_memory_bytes=_beside(probe) + bpb)
+    with pytest.raises(MemoryRefusal, match="to serve one request"):      # one block: only the null block
+        _plan(one_block)
+    short = _cfg(kv_cache_memory_bytes=None, gpu_memory_utilization=1.0, device_memory_bytes=_beside(probe) + bpb - 1)
+    with pytest.raises(MemoryRefusal, match=r"\+ CUDA context 0\.00 GiB leave no room for the cache pool"):
+        _plan(short)
+
+
+def test_pool_shares_are_whole_bytes_when_blocks_do_not_divide():
+    per = _plan(_cfg()).per_sequence.num_blocks
+    plan = _plan(_cfg(num_gpu_blocks_override=3 * per + 2))
+    cats = plan.ledger.categories
+    assert all(type(v) is int for v in cats.values()), cats
+    assert cats["unassigned"] > 0
+    assert plan.ledger.pool_bytes == plan.layout.total_bytes
