@@ -123,3 +123,16 @@ def test_pool_shares_are_whole_bytes_when_blocks_do_not_divide():
     assert all(type(v) is int for v in cats.values()), cats
     assert cats["unassigned"] > 0
     assert plan.ledger.pool_bytes == plan.layout.total_bytes
+
+
+def test_a_target_without_gdn_layers_has_no_kernel_scratch():
+    import dataclasses
+
+    cfg = _cfg()
+    t = dataclasses.replace(read_target_shape(cfg.model), gdn=None)
+    assert workspace_bytes(cfg, t) == GRAPH_POOL_BYTES
+    a = t.attention
+    widest = max(2 * t.intermediate_size, t.num_attention_heads * a.head_dim * 2 + 2 * a.num_kv_heads * a.head_dim)
+    rows = cfg.max_num_seqs * (1 + 8)
+    assert activation_bytes(cfg, t) == (cfg.max_num_batched_tokens * DTYPE_SIZE_BYTES[t.dtype] * (2 * t.hidden_size + widest)
+                                        + 2 * rows * t.vocab_size * 4)
