@@ -2,6 +2,7 @@
 
 Usage:
     .venv/bin/python benchmarks/mutation_score.py --run budget      # mutate one module (niced, 1 worker)
+    .venv/bin/python benchmarks/mutation_score.py --rerun-survivors # after adding tests: survivors only
     .venv/bin/python benchmarks/mutation_score.py                   # the table and the survivors
     .venv/bin/python benchmarks/mutation_score.py --prove MUTANT TEST   # TEST passes, and fails on MUTANT
 
@@ -40,9 +41,9 @@ STATUS = {1: "killed", 3: "killed", 0: "survived", 36: "timeout", 24: "timeout",
           255: "timeout", None: "not run", 5: "no tests", 33: "no tests"}
 
 
-def run_module(module: str, timeout_s: int) -> int:
+def run_mutmut(names: list[str], timeout_s: int) -> int:
     cmd = ["timeout", str(timeout_s), "nice", "-n", "19", str(REPO / ".venv/bin/mutmut"), "run", "--max-children", "1",
-           f"engine_under_test.{module}.*"]
+           *names]
     return subprocess.call(cmd, cwd=REPO)
 
 
@@ -132,13 +133,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--run", metavar="MODULE", help="mutate one module first, e.g. budget or scheduler.scheduler")
     ap.add_argument("--prove", nargs=2, metavar=("MUTANT", "TEST"),
                     help="show that TEST (a pytest node id) passes on the original and fails on MUTANT")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="re-run every survivor without a reason (after adding tests)")
     ap.add_argument("--timeout-s", type=int, default=3600)
     ap.add_argument("--min-score", type=float, default=90.0)
     args = ap.parse_args(argv)
     if args.prove:
         return prove(*args.prove)
     if args.run:
-        run_module(args.run, args.timeout_s)
+        run_mutmut([f"engine_under_test.{args.run}.*"], args.timeout_s)
+    if args.rerun_survivors:
+        reasons0 = yaml.safe_load(REASONS_FILE.read_text()) or {} if REASONS_FILE.is_file() else {}
+        names = [s["mutant"] for s in collect()[1] if s["key"] not in reasons0]
+        print(f"re-running {len(names)} survivors")
+        if names:
+            run_mutmut(names, args.timeout_s)
     if not MUTANTS.is_dir():
         print("no mutmut results: run with --run MODULE first", file=sys.stderr)
         return 1
