@@ -136,3 +136,30 @@ def test_a_target_without_gdn_layers_has_no_kernel_scratch():
     rows = cfg.max_num_seqs * (1 + 8)
     assert activation_bytes(cfg, t) == (cfg.max_num_batched_tokens * DTYPE_SIZE_BYTES[t.dtype] * (2 * t.hidden_size + widest)
                                         + 2 * rows * t.vocab_size * 4)
+
+
+def _activation_formula(cfg, t) -> int:
+    a, g = t.attention, t.gdn
+    widths = [2 * t.intermediate_size, t.num_attention_heads * a.head_dim * 2 + 2 * a.num_kv_heads * a.head_dim]
+    if g is not None:
+        widths.append(2 * g.num_k_heads * g.head_k_dim + 2 * g.num_v_heads * g.head_v_dim + 2 * g.num_v_heads)
+    rows = cfg.max_num_seqs * (1 + cfg.num_speculative_tokens)
+    return cfg.max_num_batched_tokens * DTYPE_SIZE_BYTES[t.dtype] * (2 * t.hidden_size + max(widths)) + 2 * rows * t.vocab_size * 4
+
+
+@pytest.mark.parametrize("widest", ["mlp", "attention", "gdn"])
+def test_activations_take_the_widest_projection(widest):
+    """Each of the three widths is made the widest in turn (the shipped models are all MLP-wide)."""
+    import dataclasses
+
+    cfg = _cfg()
+    t = read_target_shape(cfg.model)
+    a, g = t.attention, t.gdn
+    if widest != "mlp":
+        t = dataclasses.replace(t, intermediate_size=1)
+    if widest == "attention":
+        t = dataclasses.replace(t, attention=dataclasses.replace(a, head_dim=4 * a.head_dim),
+                                gdn=dataclasses.replace(g, head_k_dim=1, head_v_dim=1))
+    if widest == "gdn":
+        t = dataclasses.replace(t, gdn=dataclasses.replace(g, head_k_dim=8 * g.head_k_dim, head_v_dim=8 * g.head_v_dim))
+    assert activation_bytes(cfg, t) == _activation_formula(cfg, t)
