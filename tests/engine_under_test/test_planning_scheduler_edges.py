@@ -61,3 +61,19 @@ def test_finished_requests_are_reported_once_and_free_their_blocks():
     last = s.schedule()
     assert sorted(last.finished_req_ids) == ["eos", "len"] and last.scheduled == ()
     assert not s.has_requests()
+
+
+def test_drafts_are_kept_only_for_running_requests_past_their_prefill():
+    s = _sched(max_num_batched_tokens=64)
+    s.add_request(Request("long", [5] * 100, max_tokens=4))        # two chunks of 64 + 36 tokens
+    s.add_request(Request("short", [5] * 10, max_tokens=1))
+    out = s.schedule()
+    assert [r.req_id for r in out.scheduled] == ["long"] and out.scheduled[0].is_prefill_chunk
+    s.update_from_output(out, {})
+    s.update_draft_token_ids({"unknown": [1], "long": [7] * 4})   # an unknown id is skipped, not the rest
+    assert s.requests["long"].spec_token_ids == []                # still prefilling: drafts are dropped
+    out = s.schedule()
+    s.update_from_output(out, {r.req_id: [9] for r in out.scheduled if not r.is_prefill_chunk})
+    s.update_draft_token_ids({"unknown": [1], "short": [7] * 4, "long": [7] * 4})
+    assert s.requests["long"].spec_token_ids == [7] * 4
+    assert s.requests["short"].status.is_finished and s.requests["short"].spec_token_ids == []
