@@ -14,7 +14,7 @@ import random
 from dataclasses import dataclass
 
 from engine_under_test.acceptance import AcceptanceModel
-from engine_under_test.budget import Budget, check_model_limits, resolve_budget
+from engine_under_test.budget import Budget, BudgetRefusal, check_model_limits, resolve_budget
 from engine_under_test.config import EngineConfig
 from engine_under_test.memory.planner import MemoryPlan, plan_memory, state_slots_per_sequence
 from engine_under_test.pool import UnifiedPool
@@ -53,7 +53,22 @@ def build_plan(cfg: EngineConfig) -> EnginePlan:
     check_model_limits(cfg, target, draft)
     budget = resolve_budget(cfg)
     memory = plan_memory(cfg, target, draft)
+    check_align_chunks(cfg, budget, memory.layout.block_size_tokens)
     return EnginePlan(cfg=cfg, target=target, draft=draft, budget=budget, memory=memory, pool=UnifiedPool(memory.layout))
+
+
+def check_align_chunks(cfg: EngineConfig, budget: Budget, block_size_tokens: int) -> None:
+    """Refuse what align mode could never schedule: with prefix caching on, a prompt chunk that is not a
+    prompt's last ends on a block boundary, so a step's room for one request (max_num_batched_tokens less
+    its drafting slots) must hold a whole block, or a prompt longer than that room waits forever."""
+    room = budget.max_num_batched_tokens - budget.drafting_slots_per_request
+    if cfg.mamba_cache_mode == "align" and room < block_size_tokens < cfg.max_model_len:
+        raise BudgetRefusal(
+            f"max_num_batched_tokens ({budget.max_num_batched_tokens}) less the {budget.drafting_slots_per_request} "
+            f"drafting slots per request leaves {room} tokens a step, under one {block_size_tokens}-token block: with "
+            f"prefix caching on (align mode) a prompt chunk ends on a block boundary, so a prompt longer than {room} "
+            f"tokens could never be scheduled; raise max_num_batched_tokens to at least "
+            f"{block_size_tokens + budget.drafting_slots_per_request} or turn prefix caching off")
 
 
 def make_scheduler(plan: EnginePlan) -> Scheduler:

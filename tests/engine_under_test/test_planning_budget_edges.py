@@ -69,3 +69,25 @@ def test_model_limits_at_the_boundary_and_dflash_only():
     check_model_limits(_cfg(k=draft.block_size_tokens - 1), target, draft)
     with pytest.raises(BudgetRefusal, match="exceeds what the DFlash drafter proposes per block"):
         check_model_limits(_cfg(k=draft.block_size_tokens), target, draft)
+
+
+def test_align_mode_refuses_a_step_too_small_for_one_block():
+    """With prefix caching on, a prompt chunk ends on a block boundary: a step whose room for one request
+    (max_num_batched_tokens less pard's k drafting slots) is under one block would never schedule a long
+    prompt (the scheduler ran 5,000 empty steps). The engine refuses the config instead, saying why."""
+    import pytest
+
+    from engine_under_test.budget import BudgetRefusal
+    from engine_under_test.config import EngineConfig, SpeculativeConfig
+    from engine_under_test.engine_plan import build_plan
+    from conformance import paths
+
+    def cfg(mnbt: int) -> EngineConfig:
+        return EngineConfig(model=paths.MODELS_DIR / "tiny-hybrid", max_num_seqs=1, max_model_len=512,
+                            max_num_batched_tokens=mnbt, enable_prefix_caching=True,
+                            speculative_config=SpeculativeConfig("pard", 8, paths.MODELS_DIR / "tiny-qwen3-draft"),
+                            kv_cache_memory_bytes=1 << 30)
+    block = build_plan(cfg(512)).memory.layout.block_size_tokens
+    with pytest.raises(BudgetRefusal, match=rf"leaves {block + 8 - 1 - 8} tokens a step, under one {block}-token block"):
+        build_plan(cfg(block + 8 - 1))
+    assert build_plan(cfg(block + 8)).budget.max_num_batched_tokens == block + 8   # one block fits: planned
