@@ -232,6 +232,31 @@ def _plan(doc: dict[str, Any], path: Path) -> tuple[ModulePlan | CommandPlan | L
                    lg.get("message"), lg.get("fatal")), problems
 
 
+def _placeholder_problems(path: Path, where: str, argv: tuple[Any, ...], env: Mapping[str, Any]) -> list[str]:
+    """Every {placeholder} of a plan's argv and env must be one the harness fills."""
+    from conformance.harness.manifest import PLACEHOLDERS
+
+    known = set(PLACEHOLDERS) | set(PLAN_PLACEHOLDERS)
+    items: list[tuple[str, str]] = []
+    for i, item in enumerate(argv):
+        if isinstance(item, str):
+            items.append((f"{where}.argv[{i}]", item))
+        else:
+            items.append((f"{where}.argv[{i}].if", "{" + str(item.get("if")) + "}"))
+            items += [(f"{where}.argv[{i}].{b}[{j}]", t) for b in ("then", "else") for j, t in enumerate(item.get(b) or [])]
+    items += [(f"{where}.env.{k}", v) for k, v in env.items() if isinstance(v, str)]
+    problems = []
+    for at, template in items:
+        try:
+            names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
+        except ValueError as exc:
+            problems.append(f"{path}: {at}: bad placeholder syntax: {exc}")
+            continue
+        problems += [f"{path}: {at}: unknown placeholder {{{n}}} (known: {', '.join(sorted(known))})"
+                     for n in sorted(names - known)]
+    return problems
+
+
 def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     """Validate a parsed document as an engine file read from `path`."""
     if not isinstance(doc, dict):
@@ -241,6 +266,8 @@ def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     if problems:
         raise EngineFileError(problems)
     plan, problems = _plan(doc, path)
+    if not isinstance(plan, ModulePlan):
+        problems += _placeholder_problems(path, f"plan.{plan.kind}", plan.argv, plan.env)
     live = doc.get("live")
     if live is not None:
         from conformance.harness.manifest import ManifestError, manifest_from_engine_file

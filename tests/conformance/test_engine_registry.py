@@ -60,3 +60,10 @@ def test_an_unknown_engine_says_what_is_known():
     assert out.returncode == 2 and "unknown engine 'nosuch' (known: reference, vllm, sglang" in out.stderr
     missing = _conformance("plan", "--engine", "./nowhere/port.yaml", "--case", "drafting-table-dflash")
     assert missing.returncode == 2 and "engine file ./nowhere/port.yaml does not exist" in missing.stderr
+
+
+def test_an_unknown_placeholder_is_named_when_the_file_is_checked(tmp_path):
+    bad = tmp_path / "typo.yaml"
+    bad.write_text('name: port\nrole: under-test\nversion: "1"\nplan: {command: {argv: ["./plan", "{max_num_seq}"]}}\n')
+    out = _conformance("engines", "check", str(bad))
+    assert out.returncode == 2 and f"{bad}: plan.command.argv[1]: unknown placeholder {{max_num_seq}}" in out.stdout
