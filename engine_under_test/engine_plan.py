@@ -59,10 +59,13 @@ def build_plan(cfg: EngineConfig) -> EnginePlan:
 
 def check_align_chunks(cfg: EngineConfig, budget: Budget, block_size_tokens: int) -> None:
     """Refuse what align mode could never schedule: with prefix caching on, a prompt chunk that is not a
-    prompt's last ends on a block boundary, so a step's room for one request (max_num_batched_tokens less
-    its drafting slots) must hold a whole block, or a prompt longer than that room waits forever."""
+    prompt's last ends on a block boundary whenever a block fits the step budget (the scheduler's
+    `_align_split`; a block past max_num_scheduled_tokens leaves chunks unaligned). A step whose room for
+    one request (max_num_batched_tokens less its drafting slots) is under one block, while the block fits
+    the step budget, would round every such chunk to 0 and never schedule a long prompt."""
     room = budget.max_num_batched_tokens - budget.drafting_slots_per_request
-    if cfg.mamba_cache_mode == "align" and room < block_size_tokens < cfg.max_model_len:
+    if (cfg.mamba_cache_mode == "align" and room < block_size_tokens <= budget.max_num_scheduled_tokens
+            and block_size_tokens < cfg.max_model_len):
         raise BudgetRefusal(
             f"max_num_batched_tokens ({budget.max_num_batched_tokens}) less the {budget.drafting_slots_per_request} "
             f"drafting slots per request leaves {room} tokens a step, under one {block_size_tokens}-token block: with "
