@@ -176,6 +176,25 @@ def evaluate(check: CheckSpec, obs: dict[str, Any], case_spec: dict[str, Any], l
     return check.run(CheckInput(obs, dict(case_spec), other, source, partner))
 
 
+def memoized(lookup: GoldenLookup) -> GoldenLookup:
+    """`lookup` read once per (suite, engine, case): every check of an engine asks for the same oracle
+    goldens, and each read globs and parses files. A missing golden's error is remembered too."""
+    seen: dict[tuple[str, str, str], tuple[dict[str, Any] | None, GoldenFormatError | None]] = {}
+
+    def get(suite: str, engine: str, case_id: str) -> dict[str, Any]:
+        key = (suite, engine, case_id)
+        if key not in seen:
+            try:
+                seen[key] = (lookup(suite, engine, case_id), None)
+            except GoldenFormatError as exc:
+                seen[key] = (None, exc)
+        golden, error = seen[key]
+        if error is not None:
+            raise error
+        return golden
+    return get
+
+
 def judge_run(cases: Iterable[Mapping[str, Any]], observations: Mapping[tuple[str, str], dict[str, Any]],
               roles: Mapping[str, str], lookup: GoldenLookup | None = None) -> list[Verdict]:
     """Every applicable verdict of a run: `observations` by (case_id, engine), `roles` by engine
@@ -184,6 +203,7 @@ def judge_run(cases: Iterable[Mapping[str, Any]], observations: Mapping[tuple[st
         from conformance.goldens import find_golden
 
         lookup = find_golden
+    lookup = memoized(lookup)
     case_ids = {c["id"] for c in cases}
 
     def live(engine: str, case_id: str) -> dict[str, Any] | None:

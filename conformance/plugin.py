@@ -159,6 +159,10 @@ class ConformanceSession:
         self.config, self.store = config, store
         self.engines: dict[str, EngineFile] = _selected_engines(config)
         self.cases: dict[str, Case] = _all_cases(config)
+        from conformance.check_table import memoized
+        from conformance.goldens import find_golden
+
+        self.golden_lookup = memoized(find_golden)   # (suite, engine, case_id) -> golden, read once
 
     def engine(self, name: str) -> EngineFile:
         return self.engines[name]
@@ -174,11 +178,6 @@ class ConformanceSession:
         if case.id not in {c.id for c in wanted}:
             wanted.append(case)
         return self.store.get(self.engines[engine], wanted)[case.id]
-
-    def golden_lookup(self, suite: str, engine: str, case_id: str) -> dict[str, Any]:
-        from conformance.goldens import find_golden
-
-        return find_golden(suite, engine, case_id)
 
     def live_lookup(self, engine: str, case_id: str) -> dict[str, Any] | None:
         """An engine's observation of this session, as `conformance run` has its run's: only for a

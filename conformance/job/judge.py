@@ -1,7 +1,7 @@
 """Judge a run's observations with the check table (`conformance.check_table`), as the suites do.
 
-Contract: `judge_observations(case_specs, observations, roles)` returns every applicable `Verdict`
-of the run (`check_table.judge_run`); `roles_from_meta(meta, names)` gives each engine's role as
+Contract: the run's verdicts are `check_table.judge_run(case_specs, observations, roles)`;
+`judge_case(case_spec, observations_by_engine)` is the same for one case; `roles_from_meta(meta, names)` gives each engine's role as
 the run recorded it, resolving an engine the run did not record by its file (an engine whose role
 cannot be found is judged as under test: nothing passes for want of a role).
 """
@@ -26,11 +26,6 @@ def roles_from_meta(meta: Mapping[str, Any] | None, names: Iterable[str]) -> dic
             except ConformanceError:
                 roles[name] = UNDER_TEST
     return roles
-
-
-def judge_observations(case_specs: Iterable[Mapping[str, Any]], observations: Mapping[tuple[str, str], dict[str, Any]],
-                       roles: Mapping[str, str], lookup: GoldenLookup | None = None) -> list[Verdict]:
-    return judge_run(list(case_specs), observations, roles, lookup)
 
 
 def judge_case(case_spec: Mapping[str, Any], observations: Mapping[str, dict[str, Any]],

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance.errors import ConformanceError
-from conformance.job.judge import judge_observations, roles_from_meta
+from conformance.check_table import judge_run
+from conformance.job.judge import roles_from_meta
 from conformance.observation import ObservationError, validate
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 
@@ -147,7 +148,7 @@ def load_report(run_dir: Path) -> RunReport:
     for obs in observations:   # a case planned twice (a retried engine): the last observation wins
         by_key[(obs["case_id"], obs["engine"]["name"])] = obs
     roles = roles_from_meta(meta, [e.name for e in engines])
-    verdicts = judge_observations([dict(c.spec, id=c.id) for c in cases], by_key, roles)
+    verdicts = judge_run([dict(c.spec, id=c.id) for c in cases], by_key, roles)
     meta = meta or {}
     return RunReport(
         run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(engines), cases=tuple(cases),
