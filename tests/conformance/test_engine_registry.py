@@ -30,7 +30,9 @@ def test_an_installed_package_registers_an_engine_through_the_entry_point_group(
     (dist / "entry_points.txt").write_text("[dflash_conformance.engines]\nacme = acme_port:engine_file\n")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(paths.REPO_ROOT)]))
     listed = _conformance("engines", env=env)
-    assert listed.returncode == 0 and "acme" not in listed.stdout.split("\n")[0]
+    rows = {line.split()[0]: line.split() for line in listed.stdout.splitlines()[1:]}
+    assert listed.returncode == 0 and rows["shell-port"][1:4] == ["under-test", "0.1.0", "command"], listed.stdout
+    assert "shell-port" not in _conformance("engines").stdout   # only through the installed entry point
     planned = _conformance("plan", "--engine", "acme", "--case", "drafting-table-dflash", env=env)
     assert planned.returncode == 0, planned.stderr
     assert json.loads(planned.stdout)["engine"]["name"] == "shell-port"   # the file's name wins
