@@ -58,9 +58,14 @@ def build_plan(cfg: EngineConfig) -> EnginePlan:
 
 
 def make_scheduler(plan: EnginePlan) -> Scheduler:
-    return Scheduler(plan.budget, plan.memory.layout, plan.cfg.max_model_len, state_slots_per_sequence(plan.cfg),
-                     align_mode=plan.cfg.mamba_cache_mode == "align", enable_chunked_prefill=plan.cfg.enable_chunked_prefill,
-                     async_scheduling=plan.cfg.async_scheduling)
+    align = plan.cfg.mamba_cache_mode == "align"
+    checkpoints = align and plan.cfg.gdn_prefill_checkpoints
+    # NOTE: the prefill checkpoint block is not one of the align table's 2 + k resident slots: the
+    # table adds it for the chunk that writes a checkpoint (vLLM MambaManager).
+    return Scheduler(plan.budget, plan.memory.layout, plan.cfg.max_model_len,
+                     state_slots_per_sequence(plan.cfg) - int(checkpoints), align_mode=align,
+                     enable_chunked_prefill=plan.cfg.enable_chunked_prefill,
+                     async_scheduling=plan.cfg.async_scheduling, prefill_checkpoints=checkpoints)
 
 
 # Batches in flight under async scheduling: the one executing and the one just scheduled (vLLM's

@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 
 from engine_under_test.budget import Budget
+from engine_under_test.memory.specs import cdiv
 from engine_under_test.pool import PoolLayout
 from engine_under_test.scheduler.kv_manager import KVCacheManager
 from engine_under_test.scheduler.output import ScheduledRequest, SchedulerOutput
@@ -49,14 +50,17 @@ def mamba_checkpoint_position(num_tokens: int, block_size: int) -> int:
 
 class Scheduler:
     def __init__(self, budget: Budget, layout: PoolLayout, max_model_len: int, num_state_slots: int,
-                 align_mode: bool = False, enable_chunked_prefill: bool = True, async_scheduling: bool = False):
+                 align_mode: bool = False, enable_chunked_prefill: bool = True, async_scheduling: bool = False,
+                 prefill_checkpoints: bool = False):
         self.budget = budget
         self.layout = layout
         self.max_model_len = max_model_len
         self.align_mode = align_mode and bool(layout.state_group_ids)
         self.enable_chunked_prefill = enable_chunked_prefill
         self.async_scheduling = async_scheduling
-        self.kv = KVCacheManager(layout, max_model_len, num_state_slots, align_mode=self.align_mode)
+        self.prefill_checkpoints = prefill_checkpoints and self.align_mode
+        self.kv = KVCacheManager(layout, max_model_len, num_state_slots, align_mode=self.align_mode,
+                                 prefill_checkpoints=prefill_checkpoints and self.align_mode)
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -94,6 +98,8 @@ class Scheduler:
         bs = self.layout.block_size_tokens
         last_cache = mamba_checkpoint_position(req.num_tokens, bs)
         end = start + num_new_tokens
+        if self.prefill_checkpoints and end >= prefill_end and self._internal_checkpoint(start, end, prefill_end):
+            last_cache = 0   # the kernel writes the checkpoint inside this chunk: no split at it
         if end < prefill_end:
             aligned = end // bs * bs
             if aligned > start or bs <= self.budget.max_num_scheduled_tokens:
@@ -101,6 +107,15 @@ class Scheduler:
         stops = ((start // bs + 1) * bs if start % bs else 0, last_cache)
         end = min((s for s in stops if start < s < end), default=end)
         return max(end - start, 0)
+
+    def _internal_checkpoint(self, start: int, end: int, prefill_end: int) -> bool:
+        """NOTE: vLLM is_mamba_prefill_checkpoint_valid with hash block, state block and checkpoint
+        grid all one block: the chunk starts on a block, spans the prompt's last cacheable boundary
+        and ends at least one block past the state it started from."""
+        bs = self.layout.block_size_tokens
+        checkpoint = mamba_checkpoint_position(prefill_end, bs)
+        return (start % bs == 0 and cdiv(end, bs) - 2 > (start - 1) // bs and start + bs <= checkpoint
+                and start < checkpoint < end and (checkpoint - start) % bs == 0)
 
     def _preempt(self, req: Request) -> None:
         self.kv.free(req.request_id)

@@ -18,7 +18,7 @@ import yaml
 
 from conformance import observation, paths
 from conformance.cases import load_all, load_case
-from conformance.engines import get_engine
+from conformance.harness.registry import resolve_engine
 
 pytestmark = pytest.mark.oracle
 
@@ -36,7 +36,7 @@ NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-press
 def _oracle_ready() -> bool:
     from conformance.envs import oracle_env
 
-    return oracle_env(get_engine("sglang")).state() == "ready"
+    return oracle_env(resolve_engine("sglang")).state() == "ready"
 
 
 def _variant(tmp: Path, base: str, new_id: str, mutate) -> Path:
@@ -52,7 +52,7 @@ def _variant(tmp: Path, base: str, new_id: str, mutate) -> Path:
 def planned(tmp_path_factory) -> dict:
     if not _oracle_ready():
         pytest.skip("the sglang-0.5.23 oracle venv is not built (python -m conformance.envs install sglang)")
-    from conformance.adapters.runner import plan_cases
+    from conformance.harness.plan_runner import plan_cases
 
     tmp = tmp_path_factory.mktemp("sglang-cases")
     shipped = load_all()
@@ -63,7 +63,7 @@ def planned(tmp_path_factory) -> dict:
     lone = load_case(_variant(tmp, TRACED, "tmp-lone", lambda d: d["workload"].update(num_requests=1)))
     order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], by_id[TRACED], by_id[SYNTHETIC_MEAN], by_id[EAGLE],
                        lone, lacking, util]
-    obs = plan_cases("sglang", order)
+    obs = plan_cases(resolve_engine("sglang"), order)
     assert len(obs) == len(order)
     n = len(shipped)
     return {"cases": by_id, "shipped": obs[:n], "repeat_b": obs[n], "repeat_a": obs[n + 1],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.adapters.vllm_config import case_mapping, engine_args_kwargs, speculative_knobs
+from conformance.adapters.vllm.config import case_mapping, engine_args_kwargs, speculative_knobs
 from conformance.cases import find_case
 
 
