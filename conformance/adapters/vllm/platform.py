@@ -72,18 +72,23 @@ class DeviceChoices:
         }
 
 
+STAND_IN_MARK = "__conformance_stand_in__"
+
+
 def _import_cuda_platform() -> tuple[Any, tuple[str, ...]]:
-    stand_ins: list[str] = []
     try:
         import vllm.platforms.cuda as cuda_mod
     except ImportError as exc:
         if OP_MODULE in sys.modules or "libcuda" not in str(exc):
             raise ProfileUnsupported(f"vllm.platforms.cuda does not import on this host: {exc}") from exc
-        sys.modules[OP_MODULE] = types.ModuleType(OP_MODULE)
-        stand_ins.append(OP_MODULE)
+        stand_in = types.ModuleType(OP_MODULE)
+        setattr(stand_in, STAND_IN_MARK, True)
+        sys.modules[OP_MODULE] = stand_in
         sys.modules.pop("vllm.platforms.cuda", None)
         import vllm.platforms.cuda as cuda_mod
-    return cuda_mod, tuple(stand_ins)
+    # Reported from the process state, not from this call: the same in every plan of one process.
+    in_use = getattr(sys.modules.get(OP_MODULE), STAND_IN_MARK, False)
+    return cuda_mod, ((OP_MODULE,) if in_use else ())
 
 
 def profile_platform(profile: DeviceProfile) -> tuple[Any, tuple[str, ...]]:
