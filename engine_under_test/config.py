@@ -49,6 +49,8 @@ class EngineConfig:
     num_gpu_blocks_override: int | None = None
     enable_prefix_caching: bool = False
     enable_chunked_prefill: bool = True
+    async_scheduling: bool = False            # schedule step N+1 before step N's output (vLLM's GPU default)
+    gdn_prefill_checkpoints: bool = False     # the GDN prefill kernel writes align-mode checkpoints (see memory.specs)
     mamba_ssm_cache_dtype: str = "float32"
     mamba_cache_dtype: str = "auto"           # conv state dtype; auto = the model's dtype
     kv_cache_dtype: str = "bfloat16"

@@ -11,6 +11,7 @@ acceptance model standing in for the verifier, and returns one `StepRecord` per 
 from __future__ import annotations
 
 import random
+from collections import deque
 from dataclasses import dataclass
 
 from engine_under_test.acceptance import AcceptanceModel
@@ -75,8 +76,19 @@ def check_align_chunks(cfg: EngineConfig, budget: Budget, block_size_tokens: int
 
 
 def make_scheduler(plan: EnginePlan) -> Scheduler:
-    return Scheduler(plan.budget, plan.memory.layout, plan.cfg.max_model_len, state_slots_per_sequence(plan.cfg),
-                     align_mode=plan.cfg.mamba_cache_mode == "align", enable_chunked_prefill=plan.cfg.enable_chunked_prefill)
+    align = plan.cfg.mamba_cache_mode == "align"
+    checkpoints = align and plan.cfg.gdn_prefill_checkpoints
+    # NOTE: the prefill checkpoint block is not one of the align table's 2 + k resident slots: the
+    # table adds it for the chunk that writes a checkpoint (vLLM MambaManager).
+    return Scheduler(plan.budget, plan.memory.layout, plan.cfg.max_model_len,
+                     state_slots_per_sequence(plan.cfg) - int(checkpoints), align_mode=align,
+                     enable_chunked_prefill=plan.cfg.enable_chunked_prefill,
+                     async_scheduling=plan.cfg.async_scheduling, prefill_checkpoints=checkpoints)
+
+
+# Batches in flight under async scheduling: the one executing and the one just scheduled (vLLM's
+# max_concurrent_batches without pipeline parallelism).
+ASYNC_BATCH_QUEUE_SIZE = 2
 
 
 def simulate(plan: EnginePlan, requests: list[Request], acceptance: AcceptanceModel, token_seed: int,
@@ -89,7 +101,9 @@ def simulate(plan: EnginePlan, requests: list[Request], acceptance: AcceptanceMo
     rng = random.Random(token_seed)
     bound = max_steps or 4 * sum(r.num_prompt_tokens + r.max_tokens + 1 for r in requests) + 64
     steps: list[StepRecord] = []
-    while sched.has_requests():
+    in_flight: deque = deque()   # async: (output, sampled) of batches scheduled, oldest on the right
+
+    def schedule_one() -> tuple:
         if len(steps) >= bound:
             raise RuntimeError(f"scheduler made no progress within {bound} steps "
                                f"({len(sched.running)} running, {len(sched.waiting)} waiting)")
@@ -110,6 +124,24 @@ def simulate(plan: EnginePlan, requests: list[Request], acceptance: AcceptanceMo
             num_new_requests=sum(1 for s in out.scheduled if s.is_new), num_prefill_chunks=num_prefill,
             num_sampling_requests=num_sampling, num_accepted_tokens=num_accepted,
             num_running=len(sched.running), num_waiting=len(sched.waiting)))
+        return out, sampled
+
+    if plan.cfg.async_scheduling:
+        # The engine loop of an async engine: fill the batch queue first, then take the oldest output.
+        while sched.has_requests() or in_flight:
+            if sched.has_requests():
+                out, sampled = schedule_one()
+                in_flight.appendleft((out, sampled))
+                if len(in_flight) < ASYNC_BATCH_QUEUE_SIZE and (out.total_num_scheduled_tokens > 0
+                                                                 or sched.has_requests()):
+                    continue
+            out, sampled = in_flight.pop()
+            sched.update_from_output(out, sampled)
+            if check_integrity:
+                sched.check_integrity()
+        return steps
+    while sched.has_requests():
+        out, sampled = schedule_one()
         sched.update_from_output(out, sampled)
         if k and out.total_num_scheduled_tokens > 0:
             live = {s.req_id for s in out.scheduled if s.req_id in sched.requests

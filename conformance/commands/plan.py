@@ -7,11 +7,12 @@ error, 2 for a bad case, engine or option.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 from pathlib import Path
 
-from conformance.cases import find_case
+from conformance.cases import Case, find_case, parse_case
 from conformance.harness.plan_runner import plan_cases
 from conformance.harness.registry import known_names, resolve_engine
 
@@ -24,11 +25,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--case", action="append", required=True, help="case id or path to a case file (repeatable)")
     p.add_argument("--out", type=Path, help="also write the observations here (JSON lines)")
     p.add_argument("--log-dir", type=Path, help="keep the adapter's logs here")
+    p.add_argument("--sync-scheduling", action="store_true",
+                   help="plan with scheduler.async_scheduling false (the synchronous engine's trace) "
+                        "instead of the device profile's GPU default")
+
+
+def synchronous(case: Case) -> Case:
+    """The case with scheduler.async_scheduling false (validated again as any case file is)."""
+    spec = copy.deepcopy(case.spec)
+    spec["scheduler"]["async_scheduling"] = False
+    return parse_case(spec, case.path)
 
 
 def run(args: argparse.Namespace) -> int:
     spec = resolve_engine(args.engine)
     cases = [find_case(ref) for ref in args.case]
+    if args.sync_scheduling:
+        cases = [synchronous(c) for c in cases]
     if spec.uses_venv:
         from conformance.envs import install
 

@@ -61,8 +61,11 @@ class MemoryPlan:
 
 def state_slots_per_sequence(cfg: EngineConfig) -> int:
     """1 + k state slots (current + one per draft position); align mode keeps one more
-    (the last block-boundary checkpoint)."""
-    return (2 if cfg.mamba_cache_mode == "align" else 1) + cfg.num_speculative_tokens
+    (the last block-boundary checkpoint), and one prefill checkpoint block where the GDN prefill
+    kernel writes checkpoints (vLLM MambaSpec.max_memory_usage_bytes)."""
+    if cfg.mamba_cache_mode != "align":
+        return 1 + cfg.num_speculative_tokens
+    return 2 + int(cfg.gdn_prefill_checkpoints) + cfg.num_speculative_tokens
 
 
 def blocks_per_sequence(cfg: EngineConfig, group: CacheGroup) -> int:

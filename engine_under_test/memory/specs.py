@@ -9,6 +9,7 @@ Layer names: "target.layers.{i}" and "draft.layers.{i}" (i = the layer's index i
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from engine_under_test.config import FLASH_ATTN_KERNEL_BLOCK_TOKENS, EngineConfig
 from engine_under_test.shapes import DTYPE_SIZE_BYTES, AttentionShape, DraftShape, GdnShape, TargetShape
@@ -78,16 +79,35 @@ def conv_dtype(cfg: EngineConfig, target: TargetShape) -> str:
     return target.dtype if cfg.mamba_cache_dtype == "auto" else cfg.mamba_cache_dtype
 
 
+GDN_PREFILL_CHECKPOINT_ALIGNMENT_TOKENS = 64
+
+
+def device_writes_gdn_prefill_checkpoints(device_capability: tuple[int, int], target: TargetShape) -> bool:
+    """NOTE: vLLM 0.33 runs FlashInfer's GDN prefill (which emits mid-prefill states every 64 tokens)
+    on SM90, and on SM10x / SM12x when head_k_dim is 128 (CUDA 13 runtime); with prefix caching on,
+    the state groups then hold one prefill checkpoint block per request."""
+    major = device_capability[0]
+    return target.gdn is not None and (major == 9 or (major in (10, 12) and target.gdn.head_k_dim == 128))
+
+
+def gdn_prefill_checkpoint_alignment_tokens(cfg: EngineConfig) -> int | None:
+    if not cfg.gdn_prefill_checkpoints or cfg.mamba_cache_mode != "align":
+        return None
+    return GDN_PREFILL_CHECKPOINT_ALIGNMENT_TOKENS
+
+
 def unified_block_size_tokens(cfg: EngineConfig, target: TargetShape) -> int:
     """The attention block size after hybrid alignment (vLLM `Platform._align_hybrid_block_size`
-    with the FLASH_ATTN kernel block of the device profile)."""
+    with the FLASH_ATTN kernel block; in align mode the GDN prefill checkpoint alignment enters
+    the lcm)."""
     if target.gdn is None:
         return cfg.block_size
     state_bytes = target.gdn.state_bytes(cfg.num_speculative_tokens, conv_dtype(cfg, target), cfg.mamba_ssm_cache_dtype)
     per_token = target.attention.kv_bytes_per_token(cfg.kv_cache_dtype)
     align = max(FLASH_ATTN_KERNEL_BLOCK_TOKENS, cfg.block_size)
-    # NOTE: in align mode the SM90 GDN prefill checkpoint alignment would also enter an lcm
-    # here; the h200 device profile leaves that emulation off, as the oracle adapters do.
+    checkpoint = gdn_prefill_checkpoint_alignment_tokens(cfg)
+    if checkpoint is not None:
+        align = math.lcm(align, checkpoint)
     block = align * cdiv(state_bytes, align * per_token)
     block = FLASH_ATTN_KERNEL_BLOCK_TOKENS * cdiv(block, FLASH_ATTN_KERNEL_BLOCK_TOKENS)
     return max(cfg.block_size, block)

@@ -30,7 +30,7 @@ from engine_under_test.scheduler.request import Request
 
 class KVCacheManager:
     def __init__(self, layout: PoolLayout, max_model_len: int, num_state_slots: int, num_reserved_blocks: int = 1,
-                 align_mode: bool = False):
+                 align_mode: bool = False, prefill_checkpoints: bool = False):
         """`num_state_slots`: 1 + k, or 2 + k in align mode (memory.planner.state_slots_per_sequence)."""
         self.layout = layout
         self.max_model_len = max_model_len
@@ -42,7 +42,8 @@ class KVCacheManager:
             if isinstance(g.spec, AttentionLayerSpec):
                 self.tables[g.group_id] = AttentionTable(g.spec.block_size_tokens)
             elif align_mode:
-                self.tables[g.group_id] = AlignStateTable(layout.block_size_tokens, num_state_slots - 2)
+                self.tables[g.group_id] = AlignStateTable(layout.block_size_tokens, num_state_slots - 2,
+                                                         prefill_checkpoints=prefill_checkpoints)
             else:
                 self.tables[g.group_id] = StateSlots(num_state_slots)
 
@@ -53,8 +54,10 @@ class KVCacheManager:
     def holds_blocks(self, request_id: str) -> bool:
         return any(t.live_block_ids(request_id) for t in self.tables.values())
 
-    def _num_to_allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int) -> int:
-        return sum(t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens) for t in self.tables.values())
+    def _num_to_allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int, **chunk: int) -> int:
+        return sum(t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens, **chunk)
+                   if isinstance(t, AlignStateTable) else t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens)
+                   for t in self.tables.values())
 
     def allocate_slots(self, req: Request, num_new_tokens: int, num_lookahead_tokens: int,
                        admission: bool = False) -> dict[int, tuple[int, ...]] | None:
@@ -69,10 +72,14 @@ class KVCacheManager:
             t.remove_skipped(rid, num_computed, self.allocator)
         num_main = num_computed + num_new_tokens
         num_slot = min(num_main + num_lookahead_tokens, self.max_model_len)
-        if self._num_to_allocate(rid, num_slot, num_main) > self.allocator.num_free_blocks:
+        chunk = {"query_start": num_computed, "prefill_end": max(req.num_prompt_tokens, req.num_tokens - 1)}
+        if self._num_to_allocate(rid, num_slot, num_main, **chunk) > self.allocator.num_free_blocks:
             return None
         for t in self.tables.values():
-            t.allocate(rid, num_slot, num_main, self.allocator)
+            if isinstance(t, AlignStateTable):
+                t.allocate(rid, num_slot, num_main, self.allocator, **chunk)
+            else:
+                t.allocate(rid, num_slot, num_main, self.allocator)
         return self.blocks_of(rid)
 
     def free(self, request_id: str) -> None:

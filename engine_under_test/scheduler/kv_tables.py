@@ -72,9 +72,10 @@ class StateSlots(AttentionTable):
 
 
 class AlignStateTable:
-    def __init__(self, block_size_tokens: int, num_speculative_blocks: int):
+    def __init__(self, block_size_tokens: int, num_speculative_blocks: int, prefill_checkpoints: bool = False):
         self.block_size_tokens = block_size_tokens
         self.num_speculative_blocks = num_speculative_blocks
+        self.prefill_checkpoints = prefill_checkpoints     # the GDN prefill kernel writes one checkpoint block
         self._tables: dict[str, list[int | None]] = {}      # None: a null entry (vLLM's null block)
         self._allocated: set[str] = set()                   # past the first allocation
         self._last_state_index: dict[str, int] = {}         # the state block of the previous allocation
@@ -87,9 +88,26 @@ class AlignStateTable:
     def _cap(self, request_id: str) -> int:
         return 1 + (0 if request_id in self._allocated else self.num_speculative_blocks)
 
-    def num_blocks_to_allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int) -> int:
+    def _checkpoint_block(self, request_id: str, query_start: int, query_end: int, prefill_end: int) -> int:
+        """1 when this chunk writes an internal prefill checkpoint into a block of its own (vLLM
+        MambaManager._needs_internal_checkpoint with hash block = state block = checkpoint grid)."""
+        if not self.prefill_checkpoints or query_end < prefill_end:
+            return 0
+        bs = self.block_size_tokens
+        checkpoint = max((query_end - 1) // bs * bs, 0)
+        valid = (query_start % bs == 0 and cdiv(query_end, bs) - 2 > (query_start - 1) // bs
+                 and query_start + bs <= checkpoint and query_start < checkpoint < query_end
+                 and (checkpoint - query_start) % bs == 0)
+        idx = cdiv(query_end, bs) - 2
+        table = self._tables.get(request_id, [])
+        return int(valid and idx >= 0 and (idx >= len(table) or table[idx] is None or (
+            request_id in self._allocated and idx >= len(table) - self.num_speculative_blocks)))
+
+    def num_blocks_to_allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int,
+                               query_start: int = 0, prefill_end: int = 0) -> int:
         n = self._num_required(num_main_tokens) - len(self._tables.get(request_id, ()))
-        return min(n, self._cap(request_id)) if n > 0 else n
+        ckpt = self._checkpoint_block(request_id, query_start, num_main_tokens, prefill_end)
+        return min(n, self._cap(request_id) + ckpt) if n > 0 else n
 
     def remove_skipped(self, request_id: str, num_processed_tokens: int, allocator: BlockAllocator) -> None:
         table = self._tables.get(request_id)
@@ -113,21 +131,23 @@ class AlignStateTable:
                 allocator.free([block])
                 table[last_state] = None
 
-    def allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int, allocator: BlockAllocator) -> None:
+    def allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int, allocator: BlockAllocator,
+                 query_start: int = 0, prefill_end: int = 0) -> None:
+        ckpt = self._checkpoint_block(request_id, query_start, num_main_tokens, prefill_end)
         table = self._tables.setdefault(request_id, [])
         required = self._num_required(num_main_tokens)
-        was_allocated, cap = request_id in self._allocated, self._cap(request_id)
+        was_allocated, cap = request_id in self._allocated, self._cap(request_id) + ckpt
         self._allocated.add(request_id)
-        if required <= len(table):
+        if required <= len(table) and not ckpt:
             return
         nsb = self.num_speculative_blocks
         prev = len(table)
         if was_allocated:
             self._last_state_index[request_id] = prev - 1 - nsb    # the running state sits before the k scratch blocks
         num_skipped = required - nsb - 1
-        table.extend([None] * max(num_skipped - prev, 0))
+        table.extend([None] * max(num_skipped - ckpt - prev, 0))   # the checkpoint block is no null entry
         if was_allocated:
-            for i in range(prev - nsb, min(prev, num_skipped)):      # scratch blocks left behind move to the end
+            for i in range(prev - nsb, min(prev, num_skipped - ckpt)):      # scratch blocks left behind move to the end
                 table.append(table[i])
                 table[i] = None
         n = required - len(table)

@@ -27,6 +27,7 @@ class Request:
     output_token_ids: list[int] = field(default_factory=list)
     spec_token_ids: list[int] = field(default_factory=list)   # drafts to verify next step
     num_computed_tokens: int = 0
+    num_output_placeholders: int = 0    # async scheduling: tokens scheduled whose output has not arrived
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
     is_prefill_chunk: bool = False

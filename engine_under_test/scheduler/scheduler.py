@@ -19,7 +19,13 @@ splits a prompt across steps; in align mode (prefix caching on a hybrid model) c
 block boundaries and the last cacheable boundary of the prompt (vLLM's
 `_mamba_block_aligned_split`). update_from_output rolls num_computed_tokens back by the
 rejected drafts, appends the sampled tokens and finishes requests at max_tokens or
-max_model_len. There is no prefix cache: vLLM's hits (across requests, or on a preempted
+max_model_len.
+
+Async scheduling (`async_scheduling=True`, vLLM's AsyncScheduler): step N+1 is scheduled
+before step N's output arrives. A request past its prefill counts 1 + its scheduled drafts as
+output placeholders and gets k placeholder drafts, so it is scheduled again at once;
+update_from_output resolves the placeholders (rejections roll both counters back). A request
+whose in-flight output surely reaches max_tokens is not scheduled again. There is no prefix cache: vLLM's hits (across requests, or on a preempted
 request's own cached blocks when it comes back) are not modelled.
 """
 
@@ -28,6 +34,7 @@ from __future__ import annotations
 from collections import deque
 
 from engine_under_test.budget import Budget
+from engine_under_test.memory.specs import cdiv
 from engine_under_test.pool import PoolLayout
 from engine_under_test.scheduler.kv_manager import KVCacheManager
 from engine_under_test.scheduler.output import ScheduledRequest, SchedulerOutput
@@ -43,13 +50,17 @@ def mamba_checkpoint_position(num_tokens: int, block_size: int) -> int:
 
 class Scheduler:
     def __init__(self, budget: Budget, layout: PoolLayout, max_model_len: int, num_state_slots: int,
-                 align_mode: bool = False, enable_chunked_prefill: bool = True):
+                 align_mode: bool = False, enable_chunked_prefill: bool = True, async_scheduling: bool = False,
+                 prefill_checkpoints: bool = False):
         self.budget = budget
         self.layout = layout
         self.max_model_len = max_model_len
         self.align_mode = align_mode and bool(layout.state_group_ids)
         self.enable_chunked_prefill = enable_chunked_prefill
-        self.kv = KVCacheManager(layout, max_model_len, num_state_slots, align_mode=self.align_mode)
+        self.async_scheduling = async_scheduling
+        self.prefill_checkpoints = prefill_checkpoints and self.align_mode
+        self.kv = KVCacheManager(layout, max_model_len, num_state_slots, align_mode=self.align_mode,
+                                 prefill_checkpoints=prefill_checkpoints and self.align_mode)
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -87,6 +98,8 @@ class Scheduler:
         bs = self.layout.block_size_tokens
         last_cache = mamba_checkpoint_position(req.num_tokens, bs)
         end = start + num_new_tokens
+        if self.prefill_checkpoints and end >= prefill_end and self._internal_checkpoint(start, end, prefill_end):
+            last_cache = 0   # the kernel writes the checkpoint inside this chunk: no split at it
         if end < prefill_end:
             aligned = end // bs * bs
             if aligned > start or bs <= self.budget.max_num_scheduled_tokens:
@@ -95,11 +108,21 @@ class Scheduler:
         end = min((s for s in stops if start < s < end), default=end)
         return max(end - start, 0)
 
+    def _internal_checkpoint(self, start: int, end: int, prefill_end: int) -> bool:
+        """NOTE: vLLM is_mamba_prefill_checkpoint_valid with hash block, state block and checkpoint
+        grid all one block: the chunk starts on a block, spans the prompt's last cacheable boundary
+        and ends at least one block past the state it started from."""
+        bs = self.layout.block_size_tokens
+        checkpoint = mamba_checkpoint_position(prefill_end, bs)
+        return (start % bs == 0 and cdiv(end, bs) - 2 > (start - 1) // bs and start + bs <= checkpoint
+                and start < checkpoint < end and (checkpoint - start) % bs == 0)
+
     def _preempt(self, req: Request) -> None:
         self.kv.free(req.request_id)
         req.status = RequestStatus.PREEMPTED
         req.num_computed_tokens = 0
         req.spec_token_ids = []
+        req.num_output_placeholders = 0
         req.num_preemptions += 1
         self.waiting.appendleft(req)
 
@@ -121,7 +144,11 @@ class Scheduler:
             req = self.running[i]
             if input_budget <= draft_slots:
                 break
-            n = req.num_tokens_with_spec - req.num_computed_tokens
+            if (req.num_output_placeholders > 0 and req.num_computed_tokens + 2 - req.num_output_placeholders
+                    >= req.num_prompt_tokens + req.max_tokens):
+                i += 1   # async: the output in flight surely reaches max_tokens
+                continue
+            n = req.num_tokens_with_spec + req.num_output_placeholders - req.num_computed_tokens
             n = min(n, token_budget, input_budget - draft_slots)
             n = min(n, self.max_model_len - req.num_computed_tokens - NUM_SAMPLED_TOKENS_PER_STEP)
             if self.align_mode:
@@ -152,7 +179,7 @@ class Scheduler:
             input_budget -= n + draft_slots
             i += 1
             if req.spec_token_ids:
-                num_spec = n + req.num_computed_tokens - req.num_tokens
+                num_spec = n + req.num_computed_tokens - req.num_tokens - req.num_output_placeholders
                 if num_spec > 0:
                     spec[req.request_id] = req.spec_token_ids[:num_spec]
                 req.spec_token_ids = []
@@ -203,14 +230,20 @@ class Scheduler:
             seq = req.all_token_ids + drafts
             held = self.kv.blocks_of(req.request_id)
             after = start + n
+            is_chunk = after < req.num_tokens + req.num_output_placeholders
             scheduled.append(ScheduledRequest(
                 req_id=req.request_id, num_computed_tokens=start, num_scheduled_tokens=n,
                 token_ids=tuple(seq[start:after]), spec_token_ids=tuple(drafts),
                 block_ids={g: tuple(held[g]) for g in self.layout.attention_group_ids},
                 state_block_ids={g: tuple(held[g]) for g in self.layout.state_group_ids},
-                is_prefill_chunk=after < req.num_tokens, is_new=req.request_id in new_ids))
+                is_prefill_chunk=is_chunk, is_new=req.request_id in new_ids))
             req.num_computed_tokens = after
-            req.is_prefill_chunk = after < req.num_tokens
+            req.is_prefill_chunk = is_chunk
+            if self.async_scheduling and not is_chunk:
+                # NOTE: AsyncScheduler._update_after_schedule: the bonus token and the drafts are
+                # in flight; k placeholder drafts let the request be scheduled again next step.
+                req.num_output_placeholders += NUM_SAMPLED_TOKENS_PER_STEP + len(drafts)
+                req.spec_token_ids = [-1] * k
         if sum(num_scheduled.values()) > b.max_num_scheduled_tokens:
             raise RuntimeError("scheduler broke its token budget")  # an engine bug, never user input
         finished, self._finished_since_last = tuple(self._finished_since_last), []
@@ -223,28 +256,55 @@ class Scheduler:
         done: list[str] = []
         for sr in output.scheduled:
             req = self.requests.get(sr.req_id)
-            if req is None or req.status is not RequestStatus.RUNNING:
+            if req is None:
+                continue
+            if req.status is RequestStatus.PREEMPTED and req in self.waiting:
+                # NOTE: async scheduling: the output of a step scheduled before the preemption is
+                # still delivered (vLLM's stale output): its tokens are appended, the reset counters
+                # stay as they are.
+                self._append_stale(req, list(sampled_token_ids.get(sr.req_id, [])), done)
+                continue
+            if req.status is not RequestStatus.RUNNING:
                 continue
             generated = list(sampled_token_ids.get(sr.req_id, []))
             if sr.spec_token_ids and generated:
                 num_accepted = len(generated) - 1
                 if num_accepted > len(sr.spec_token_ids):
                     raise ValueError(f"request {sr.req_id}: {len(generated)} sampled tokens for {len(sr.spec_token_ids)} drafts")
-                req.num_computed_tokens -= len(sr.spec_token_ids) - num_accepted
-            for tok in generated:
+                num_rejected = len(sr.spec_token_ids) - num_accepted
+                if req.num_computed_tokens > 0:
+                    req.num_computed_tokens -= num_rejected
+                if req.num_output_placeholders > 0:
+                    req.num_output_placeholders -= num_rejected
+            for num_new, tok in enumerate(generated, 1):
                 req.output_token_ids.append(tok)
                 if req.eos_token_id is not None and tok == req.eos_token_id:
                     req.status = RequestStatus.FINISHED_STOPPED
                 elif req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
                     req.status = RequestStatus.FINISHED_LENGTH
                 if req.status.is_finished:
+                    req.num_computed_tokens -= len(generated) - num_new
                     break
+            if req.num_output_placeholders > 0:
+                req.num_output_placeholders -= len(generated)
             if req.status.is_finished:
                 self.kv.free(req.request_id)
                 self.running.remove(req)
                 done.append(req.request_id)
         self._finished_since_last += done
         return done
+
+    def _append_stale(self, req: Request, generated: list[int], done: list[str]) -> None:
+        for tok in generated:
+            req.output_token_ids.append(tok)
+            if req.eos_token_id is not None and tok == req.eos_token_id:
+                req.status = RequestStatus.FINISHED_STOPPED
+            elif req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
+                req.status = RequestStatus.FINISHED_LENGTH
+            if req.status.is_finished:
+                self.waiting.remove(req)
+                done.append(req.request_id)
+                return
 
     def update_draft_token_ids(self, draft_token_ids: dict[str, list[int]]) -> None:
         for req_id, drafts in draft_token_ids.items():
@@ -261,6 +321,8 @@ class Scheduler:
         for r in self.running:
             assert r.status is RequestStatus.RUNNING
             # between schedule() and update_from_output() the scheduled drafts are counted as computed
-            assert r.num_computed_tokens <= r.num_tokens + self.budget.num_speculative_tokens
+            assert r.num_computed_tokens <= (r.num_tokens + r.num_output_placeholders
+                                             + self.budget.num_speculative_tokens)
+            assert r.num_output_placeholders >= 0
         for r in self.waiting:
             assert not self.kv.holds_blocks(r.request_id), f"waiting request {r.request_id} holds blocks"

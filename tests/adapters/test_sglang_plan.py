@@ -63,7 +63,7 @@ def planned(tmp_path_factory) -> dict:
     lone = load_case(_variant(tmp, TRACED, "tmp-lone", lambda d: d["workload"].update(num_requests=1)))
     order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], by_id[TRACED], by_id[SYNTHETIC_MEAN], by_id[EAGLE],
                        lone, lacking, util]
-    obs = plan_cases("sglang", order)
+    obs = plan_cases(resolve_engine("sglang"), order)
     assert len(obs) == len(order)
     n = len(shipped)
     return {"cases": by_id, "shipped": obs[:n], "repeat_b": obs[n], "repeat_a": obs[n + 1],

@@ -12,6 +12,7 @@ import pytest
 
 from conformance import observation, paths
 from conformance.harness.plan_runner import plan_cases
+from conformance.harness.registry import resolve_engine
 from conformance.cases import load_all, select
 
 pytestmark = pytest.mark.oracle
@@ -46,7 +47,6 @@ def _refused_cases(tmp_dir):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    from conformance.harness.registry import resolve_engine
     from conformance.envs import oracle_env
 
     if oracle_env(resolve_engine("vllm")).state() != "ready":
@@ -55,7 +55,7 @@ def planned(tmp_path_factory):
     refused = _refused_cases(tmp_path_factory.mktemp("vllm-refused"))
     # The same case again at the end: determinism within one process.
     again = [c for c in cases if c.id == "tiny-dflash-c4-k8"]
-    obs = plan_cases("vllm", cases + refused + again)
+    obs = plan_cases(resolve_engine("vllm"), cases + refused + again)
     n = len(cases)
     by_id = {o["case_id"]: o for o in obs[n:n + len(refused)]}
     return {c.id: c for c in cases}, obs[:n], obs[n + len(refused):], by_id
@@ -130,7 +130,10 @@ def test_memory_ledger_and_pool(planned):
         has_draft = case.spec["speculative"]["method"] != "ngram"
         assert (m["ledger_bytes"]["draft_kv"] > 0) == has_draft
         k = case.spec["speculative"]["num_speculative_tokens"]
-        expect_slots = (2 if case.spec["cache"]["prefix_caching"] else 1) + k
+        checkpoint = next((x["value"] for x in o["provenance"]["overrides"]
+                           if x["name"] == "gdn_prefill_checkpoint_alignment_tokens"), None)
+        # align mode keeps 2 + k slots, and one prefill checkpoint block where the GDN layers export them
+        expect_slots = (2 + int(checkpoint is not None) if case.spec["cache"]["prefix_caching"] else 1) + k
         assert m["per_sequence"]["state_slots"] == expect_slots
 
 
@@ -178,3 +181,43 @@ def test_refusals_carry_the_refusers_words(planned):
     util = refused["refused-gpu-utilization"]
     assert util["status"] == "refused" and util["refusal"]["by"] == "adapter"
     assert "gpu_memory_utilization" in util["message"] and util["budget"] is None
+
+
+def _override(obs, name):
+    return next(o for o in obs["provenance"]["overrides"] if o["name"] == name)
+
+
+def test_device_choices_come_from_vllm_selection_per_profile(planned):
+    """B200 (SM100): vLLM's priority list puts FlashInfer first for causal layers and FlashAttention
+    for the non-causal DFlash draft, so the draft gets a KV group of its own; SM90 / SM121 pick
+    FlashAttention for both. The GDN prefill kernel is FlashInfer only on SM90 for the tiny shapes
+    (head_k_dim 32), so only SM90 align-mode plans carry the 64-token checkpoint alignment."""
+    _, obs, _, _ = planned
+    by_id = {o["case_id"]: o for o in obs}
+    choices = {d: _override(by_id[f"tiny-dflash-c4-k8-{d}"], "attention_backend")["value"] for d in ("h100", "b200", "gb10")}
+    assert choices["b200"]["attention_backend"] == "FLASHINFER"
+    assert choices["b200"]["draft_attention_backend"] == "FLASH_ATTN"
+    assert choices["gb10"]["attention_backend"] == choices["h100"]["attention_backend"] == "FLASH_ATTN"
+    assert [choices[d]["gdn_prefill_backend"] for d in ("h100", "b200", "gb10")] == ["flashinfer", "triton", "triton"]
+    b200_groups = by_id["tiny-dflash-c4-k8-b200"]["memory"]["pool"]["groups"]
+    assert ["draft_kv"] in [g["categories"] for g in b200_groups]
+    h100 = by_id["tiny-dflash-c4-k8-h100"]
+    assert _override(h100, "gdn_prefill_checkpoint_alignment_tokens")["value"] == 64
+    assert h100["memory"]["pool"]["block_size_tokens"] % 64 == 0
+    assert _override(by_id["tiny-dflash-c4-k8"], "gdn_prefill_checkpoint_alignment_tokens")["value"] is None
+
+
+def test_trace_is_the_async_engines_by_default_and_sync_on_request(planned, tmp_path):
+    """h200's GPU default is async: AsyncScheduler, and a request past its prefill is scheduled
+    again before its output arrives (the step after a prefill already verifies k drafts)."""
+    _, obs, _, _ = planned
+    o = next(x for x in obs if x["case_id"] == "tiny-dflash-c4-k8")
+    assert o["trace"]["scheduler_cls"] == "AsyncScheduler" and o["trace"]["scheduling"] == "async"
+    assert _override(o, "scheduler_config.async_scheduling")["value"] is True
+    from conformance.commands.plan import synchronous
+
+    sync_case = synchronous(next(c for c in load_all() if c.id == "tiny-dflash-c4-k8"))
+    (s,) = plan_cases(resolve_engine("vllm"), [sync_case])
+    assert s["trace"]["scheduler_cls"] == "Scheduler" and s["trace"]["scheduling"] == "sync"
+    assert [x["total_num_scheduled_tokens"] for x in s["trace"]["steps"]] != \
+        [x["total_num_scheduled_tokens"] for x in o["trace"]["steps"]]

@@ -73,10 +73,21 @@ def to_engine_config(case: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         kwargs.update(gpu_memory_utilization=mem["gpu_memory_utilization"], device_memory_bytes=total)
         mapping["memory.gpu_memory_utilization"] = {"gpu_memory_utilization": mem["gpu_memory_utilization"],
                                                     "device_memory_bytes": total}
+    async_scheduling = bool(sch.get("async_scheduling", get_profile(case["device"]).async_scheduling))
+    mapping["scheduler.async_scheduling"] = {"async_scheduling": async_scheduling,
+                                             "note": "the case's value, else the device profile's GPU default"}
+    from engine_under_test.memory.specs import device_writes_gdn_prefill_checkpoints
+    from engine_under_test.shapes import read_target_shape
+
+    profile = get_profile(case["device"])
+    checkpoints = device_writes_gdn_prefill_checkpoints(profile.device_capability, read_target_shape(Path(res["target_dir"])))
+    mapping["device"] = {"gdn_prefill_checkpoints": checkpoints,
+                         "note": f"the GDN prefill kernel of capability {list(profile.device_capability)} "
+                                 "(engine_under_test.memory.specs.device_writes_gdn_prefill_checkpoints)"}
     cfg = EngineConfig(model=Path(res["target_dir"]), max_num_seqs=sch["max_num_seqs"], max_model_len=sch["max_model_len"],
                        max_num_batched_tokens=sch["max_num_batched_tokens"], speculative_config=spec,
-                       enable_chunked_prefill=sch.get("chunked_prefill", True),
-                       enable_prefix_caching=cache["prefix_caching"], mamba_ssm_cache_dtype=cache["ssm_dtype"],
+                       enable_chunked_prefill=sch.get("chunked_prefill", True), async_scheduling=async_scheduling,
+                       gdn_prefill_checkpoints=checkpoints, enable_prefix_caching=cache["prefix_caching"], mamba_ssm_cache_dtype=cache["ssm_dtype"],
                        kv_cache_dtype=cache.get("kv_cache_dtype", "bfloat16"), device="cpu", **kwargs)
     return cfg, mapping
 

@@ -162,6 +162,10 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     budget_bytes = bound_bytes(case)
     mapping["memory.kv_cache_bytes"] = {"KV budget bytes": budget_bytes,
                                         "note": "replaces the profiler's measured budget (free memory after weights minus slack)"}
+    try:
+        sglang_platform.platform_facts(profile)
+    except sglang_platform.ProfileUnsupported as exc:
+        return _refused(case, f"sglang plan adapter cannot emulate the {profile.name} profile: {exc}")
     with sglang_platform.device_profile(profile) as overrides:
         try:
             server_args, resolved = _resolve(kwargs)

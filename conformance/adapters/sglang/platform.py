@@ -8,7 +8,7 @@ context manager that, for the duration of one plan:
   (SGLang's own, documented way to say what kind of machine this is, read by every reader);
 - patches `sglang.srt.arg_groups.memory_hook.get_device_memory_capacity` (the name that
   module imported) to return the profile's memory in MiB, so the GPU-memory-dependent
-  defaults (chunked_prefill_size, decode graph max_bs, mem_fraction_static) are the H200 ones.
+  defaults (chunked_prefill_size, decode graph max_bs, mem_fraction_static) are the profile's.
 
 It yields the list of overrides in the observation's `provenance.overrides` form, and restores
 everything on exit (no state outlives the plan).
@@ -25,18 +25,45 @@ MIB_BYTES = 1 << 20
 DEVICE = "cuda"
 
 
+# Facts whose probe in sglang.srt.utils.common is a partial of _check_cuda_device_version
+# (capability majors + minimum CUDA version): evaluated by SGLang's own predicate below.
+VERSIONED_PROBES = ("is_sm90", "is_sm100", "is_sm100_or_sm110", "is_sm110", "is_sm120", "is_blackwell",
+                    "is_hopper_with_cuda_12_3")
+
+
 def platform_facts(profile: DeviceProfile) -> dict[str, Any]:
-    """The SGLang platform facts (names of `runtime_context._PLATFORM_PROBES/_VALUES`) for a profile."""
+    """The SGLang platform facts (names of `runtime_context._PLATFORM_PROBES/_VALUES`) for a profile.
+
+    Each versioned fact is SGLang's own probe (`_check_cuda_device_version` with the probe's bound
+    capability majors and CUDA version) evaluated with `is_cuda` true, `get_device_sm` the profile's
+    SM and `torch.version.cuda` this venv's torch build (the CUDA runtime SGLang ships with); the
+    probes are read through `runtime_context._PLATFORM_PROBES`, so a fact SGLang adds is not missed
+    silently (an unknown probe shape raises)."""
+    import torch
+    from sglang.srt import runtime_context
+    from sglang.srt.utils import common
+
     major, minor = profile.device_capability
-    facts: dict[str, Any] = {
-        "is_cuda": True,
-        "device_capability": (major, minor),
-        "device_sm": major * 10 + minor,
-        "is_sm90": (major, minor) == (9, 0),
-        # SGLang picks fa3 for MHA models on Hopper with CUDA >= 12.3 (every H200 driver stack).
-        "is_hopper_with_cuda_12_3": major == 9,
-    }
+    facts: dict[str, Any] = {"is_cuda": True, "device_capability": (major, minor), "device_sm": profile.device_sm}
+    if torch.version.cuda is None:
+        raise ProfileUnsupported("this venv's torch has no CUDA version, so SGLang's CUDA probes cannot be evaluated")
+    saved = (common.is_cuda, common.get_device_sm)
+    common.is_cuda = lambda: True
+    common.get_device_sm = lambda: profile.device_sm
+    try:
+        for fact in VERSIONED_PROBES:
+            probe = getattr(common, runtime_context._PLATFORM_PROBES[fact])
+            partial = getattr(probe, "__wrapped__", None)
+            if getattr(partial, "func", None) is not common._check_cuda_device_version:
+                raise ProfileUnsupported(f"SGLang's probe for {fact} is not a _check_cuda_device_version partial")
+            facts[fact] = bool(partial())
+    finally:
+        common.is_cuda, common.get_device_sm = saved
     return facts
+
+
+class ProfileUnsupported(RuntimeError):
+    """SGLang's platform facts cannot be faked for this profile (the adapter refuses the case)."""
 
 
 @contextlib.contextmanager
@@ -49,7 +76,9 @@ def device_profile(profile: DeviceProfile) -> Iterator[list[dict[str, Any]]]:
     overrides: list[dict[str, Any]] = [
         {"name": f"sglang.srt.runtime_context.override_platform({name})",
          "value": list(value) if isinstance(value, tuple) else value,
-         "reason": f"{profile.hardware}: the platform fact SGLang reads on that GPU (this host has no CUDA)"}
+         "reason": (f"{profile.hardware}: the platform fact SGLang reads on that GPU (this host has no CUDA); "
+                   "versioned facts evaluated by SGLang's _check_cuda_device_version with the profile's SM and "
+                   "this venv's torch.version.cuda")}
         for name, value in facts.items()
     ]
     overrides.append({

@@ -120,6 +120,11 @@ OVERRIDES = (
      "value": "conformance.adapters.sglang.trace._assign_req_to_token_cpu",
      "reason": "the Triton kernel that writes a decode reservation's slots into req_to_token has no CPU path "
                "without sgl_kernel's CPU build; the stand-in writes the same rows with torch"},
+    {"name": "sglang.srt.mem_cache.allocation.get_last_loc_triton",
+     "value": "sglang.srt.mem_cache.allocation.get_last_loc_torch",
+     "reason": "get_last_loc dispatches to a Triton kernel (Triton has no CPU driver) on the paged allocators "
+               "a page_size > 1 backend resolves (e.g. SM100); SGLang's own torch implementation computes the same "
+               "last slot per request"},
 )
 
 
@@ -140,13 +145,16 @@ def _cpu_stand_ins() -> Iterator[None]:
 
     saved_warmup = MHATokenToKVPool._init_kv_copy_and_warmup
     saved_assign = allocation.assign_req_to_token_pool_func
+    saved_last_loc = allocation.get_last_loc_triton
     MHATokenToKVPool._init_kv_copy_and_warmup = lambda self: None
     allocation.assign_req_to_token_pool_func = _assign_req_to_token_cpu
+    allocation.get_last_loc_triton = allocation.get_last_loc_torch
     try:
         yield
     finally:
         MHATokenToKVPool._init_kv_copy_and_warmup = saved_warmup
         allocation.assign_req_to_token_pool_func = saved_assign
+        allocation.get_last_loc_triton = saved_last_loc
 
 
 def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any]:

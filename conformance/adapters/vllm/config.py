@@ -13,13 +13,18 @@ Device-profile choices (all recorded in provenance.overrides):
   feature V2 lacks (`VllmConfig._get_v2_model_runner_unsupported_features`); on this CPU it picks
   V1 (no Triton). We set `VLLM_USE_V2_MODEL_RUNNER` for the duration of config creation to what
   the GPU would pick: first V2, and V1 if vLLM answers "Model Runner V2 does not yet support".
+- Device choices (conformance.adapters.vllm.platform): the attention backends of the target and
+  the draft and the GDN prefill kernel are chosen by vLLM's own selection code under a CUDA
+  platform answering the profile's facts, never named here.
 - Attention block size: the GPU worker calls `Platform.update_block_size_for_backend` after
-  loading the model; we call the base `Platform` implementation with the profile's attention
-  backend (FLASH_ATTN) standing for every non-SSM layer, instead of CpuPlatform's CPU sizes.
-  The GDN prefill checkpoint alignment of SM90 (align mode) is not emulated when the profile
-  says so (no GDN layer is built here, so vLLM's own alignment lookup finds none).
-- Async scheduling: CpuPlatform forces it off. The GPU default is reported in the budget
-  (`async_scheduling_gpu_default`); the trace is driven in sync mode (see vllm_trace).
+  loading the model; we call the base `Platform` implementation with the selected backends
+  standing for the non-SSM layers, instead of CpuPlatform's CPU sizes. Where the GDN layers
+  export align-mode prefill checkpoints (FlashInfer GDN prefill: SM90, or SM10x/SM12x with
+  head_k_dim 128 on CUDA 13), their checkpoint alignment enters vLLM's lcm as it does on the GPU.
+- Async scheduling: CpuPlatform forces it off. The trace follows the profile's GPU default
+  (`async_scheduling` true: vLLM's AsyncScheduler driven as EngineCore runs it) unless the case
+  sets `scheduler.async_scheduling`; the budget reports the GPU default
+  (`async_scheduling_gpu_default`).
 """
 
 from __future__ import annotations
@@ -55,13 +60,13 @@ FUNCTIONS = (
     "vllm.config.VllmConfig.use_v2_model_runner",
     "vllm.platforms.interface.Platform.update_block_size_for_backend",
     "vllm.platforms.interface.Platform._align_hybrid_block_size",
-    "vllm.v1.attention.backends.registry.AttentionBackendEnum.get_class",
+    "vllm.model_executor.layers.mamba.abstract.get_mamba_prefill_checkpoint_alignment",
 )
 
 GLUE = (
     {"name": "ProfileAttentionPlatform", "description": "subclass of the base vllm Platform whose "
-     "_find_non_ssm_backends returns the profile's attention backend, so update_block_size_for_backend "
-     "runs without a loaded model"},
+     "_find_non_ssm_backends returns the attention backends vLLM selected for the profile (target, then "
+     "draft), so update_block_size_for_backend runs without a loaded model"},
 )
 
 KV_CACHE_DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "fp8": "fp8"}
@@ -78,6 +83,9 @@ class BuiltConfig:
     use_v2_model_runner_env: str | None    # the VLLM_USE_V2_MODEL_RUNNER value to plan under
     overrides: list[dict[str, Any]] = field(default_factory=list)
     attention_backend: Any = None
+    draft_attention_backend: Any = None
+    gdn_checkpoint_alignment: int | None = None   # tokens; None: the GDN layers export no prefill checkpoints
+    device_choices: Any = None
 
 
 def model_runner_env(built: BuiltConfig) -> contextlib.AbstractContextManager:
@@ -186,30 +194,47 @@ def _create(kwargs: dict[str, Any], use_v2: str | None) -> Any:
         return EngineArgs(**kwargs).create_engine_config()
 
 
-def _gpu_platform(backend_cls: Any) -> type:
-    """The base Platform with the profile's attention backend standing for every non-SSM layer."""
+def _gpu_platform(backend_classes: list) -> type:
+    """The base Platform with the backends vLLM selected for the profile standing for the non-SSM layers."""
     from vllm.platforms.interface import Platform
 
     class ProfileAttentionPlatform(Platform):
         @classmethod
         def _find_non_ssm_backends(cls, vllm_config: Any) -> list:
-            return [backend_cls]
+            return list(backend_classes)
 
     return ProfileAttentionPlatform
 
 
 def build_config(case: dict[str, Any], profile: DeviceProfile) -> BuiltConfig:
+    from conformance.adapters.vllm import platform as vllm_platform
+
     kwargs = engine_args_kwargs(case)
     overrides: list[dict[str, Any]] = []
-    try:
-        vc = _create(kwargs, "1")
-        runner, runner_env = "v2", "1"
-    except ValueError as exc:
-        if V2_UNSUPPORTED_PREFIX not in str(exc):
-            raise
-        vc = _create(kwargs, "0")
-        runner, runner_env = "v1", "0"
-        v2_reason = str(exc)
+    mode = scheduling_mode(case, profile)
+    async_refused: str | None = None
+    if mode == "async":
+        # vLLM's own check decides: with async_scheduling=True VllmConfig.__post_init__ raises for an
+        # incompatible config (where the GPU default would silently fall back to sync).
+        kwargs["async_scheduling"] = True
+    while True:
+        try:
+            try:
+                vc = _create(kwargs, "1")
+                runner, runner_env = "v2", "1"
+            except ValueError as exc:
+                if V2_UNSUPPORTED_PREFIX not in str(exc):
+                    raise
+                vc = _create(kwargs, "0")
+                runner, runner_env = "v1", "0"
+                v2_reason = str(exc)
+            break
+        except ValueError as exc:
+            if not kwargs.get("async_scheduling") or "async scheduling" not in str(exc).lower():
+                raise
+            async_refused = str(exc)
+            kwargs["async_scheduling"] = False
+            mode = "sync"
     overrides.append({
         "name": "VLLM_USE_V2_MODEL_RUNNER", "value": runner == "v2",
         "reason": ("the GPU default: Model Runner V2 (needs Triton, which this CPU host lacks)"
@@ -217,52 +242,79 @@ def build_config(case: dict[str, Any], profile: DeviceProfile) -> BuiltConfig:
     })
 
     with _env("VLLM_USE_V2_MODEL_RUNNER", runner_env):
-        backend_cls = _align_blocks(vc, profile, overrides)
+        choices = vllm_platform.choose(vc, profile, has_gdn_layers=bool(vc.model_config.is_hybrid))
+        checkpoint_alignment = vllm_platform.gdn_checkpoint_alignment(vc, choices)
+        overrides.append({
+            "name": "attention_backend", "value": choices.to_json(),
+            "reason": (f"chosen by vLLM's own selection code for {profile.hardware} "
+                       f"(capability {list(profile.device_capability)}; CUDA runtime of the oracle venv's torch): "
+                       "get_attn_backend under ProfileCudaPlatform for the target and the draft, "
+                       "_resolve_gdn_prefill_backend for the GDN layers"),
+        })
+        with vllm_platform.gdn_layers(checkpoint_alignment):
+            _align_blocks(vc, profile, choices, checkpoint_alignment, overrides)
     overrides.append({
         "name": "mamba_ssm_cache_dtype", "value": kwargs["mamba_ssm_cache_dtype"],
         "reason": "passed explicitly from cache.ssm_dtype ('auto' resolves per host on CPU)",
     })
-    overrides.append({
-        "name": "scheduler_config.async_scheduling", "value": False,
-        "reason": (f"CpuPlatform forces it off; the {profile.name} profile's GPU default is "
-                   f"{profile.async_scheduling} (reported as budget.async_scheduling_gpu_default); "
-                   "the trace is the synchronous engine's (EngineCore.step + post_step)"),
-    })
+    async_scheduling = mode == "async"
+    reason = f"CpuPlatform forces it off; the {profile.name} profile's GPU default is {profile.async_scheduling}"
+    if "async_scheduling" in case["scheduler"]:
+        reason += f", the case asks for {case['scheduler']['async_scheduling']} (scheduler.async_scheduling)"
+    if async_refused:
+        reason += f"; vLLM refuses async scheduling for this config ({async_refused}), as its GPU default would"
+    reason += ("; the trace is driven as EngineCore.step_with_batch_queue runs an async engine "
+               "(AsyncScheduler, outputs one step behind)" if async_scheduling else
+               "; the trace is the synchronous engine's (EngineCore.step + post_step)")
+    overrides.append({"name": "scheduler_config.async_scheduling", "value": async_scheduling, "reason": reason})
+    vc.scheduler_config.async_scheduling = async_scheduling
     return BuiltConfig(vllm_config=vc, mapping=case_mapping(case, kwargs), use_v2_model_runner_env=runner_env,
-                       overrides=overrides, attention_backend=backend_cls)
+                       overrides=overrides, attention_backend=choices.attention_backend,
+                       draft_attention_backend=choices.draft_attention_backend,
+                       gdn_checkpoint_alignment=checkpoint_alignment, device_choices=choices)
 
 
-def _align_blocks(vc: Any, profile: DeviceProfile, overrides: list[dict[str, Any]]) -> Any:
+def scheduling_mode(case: dict[str, Any], profile: DeviceProfile) -> str:
+    """'async' or 'sync': the case's scheduler.async_scheduling, else the profile's GPU default."""
+    wanted = case["scheduler"].get("async_scheduling", profile.async_scheduling)
+    return "async" if wanted else "sync"
+
+
+def _align_blocks(vc: Any, profile: DeviceProfile, choices: Any, checkpoint_alignment: int | None,
+                  overrides: list[dict[str, Any]]) -> None:
     """What the GPU worker does after load_model: Platform.update_block_size_for_backend."""
-    from vllm.v1.attention.backends.registry import AttentionBackendEnum
-
-    backend_cls = AttentionBackendEnum[profile.attention_backend].get_class()
+    backends = [choices.attention_backend]
+    if choices.draft_attention_backend is not None and choices.draft_attention_backend not in backends:
+        backends.append(choices.draft_attention_backend)
+    names = "/".join(b.get_name() for b in backends)
     cache = vc.cache_config
     before = (cache.block_size, cache.mamba_block_size, cache.mamba_page_size_padded)
-    _gpu_platform(backend_cls).update_block_size_for_backend(vc)
+    _gpu_platform(backends).update_block_size_for_backend(vc)
     overrides.append({
         "name": "cache_config.block_size", "value": cache.block_size,
         "reason": (f"GPU worker's block-size alignment: base Platform.update_block_size_for_backend "
-                   f"(_preferred_block_size_for_backends + _align_hybrid_block_size) with "
-                   f"AttentionBackendEnum[{profile.attention_backend!r}] for every non-SSM layer instead of "
-                   f"CpuPlatform's CPU attention sizes; before {before[0]}, after {cache.block_size}"),
+                   f"(_preferred_block_size_for_backends + _align_hybrid_block_size) with the backends vLLM "
+                   f"selected for {profile.name} ({names}) instead of CpuPlatform's CPU attention sizes; "
+                   f"before {before[0]}, after {cache.block_size}"),
     })
     if not vc.model_config.is_hybrid:
-        return backend_cls
+        return
     overrides.append({
         "name": "cache_config.mamba_block_size/mamba_page_size_padded",
         "value": [cache.mamba_block_size, cache.mamba_page_size_padded],
         "reason": f"set by the same alignment (before {list(before[1:])})",
     })
-    if profile.emulate_gdn_prefill_checkpoints:
-        raise PlanModeLimit("emulating GDN prefill checkpoints is not implemented in the vLLM plan adapter")
-    overrides.append({
-        "name": "gdn_prefill_checkpoint_alignment_tokens", "value": None,
-        "reason": (f"SM90 GDN FlashInfer prefill checkpoints (align mode, "
-                   f"{profile.gdn_prefill_checkpoint_alignment_tokens} tokens, one checkpoint block per "
-                   f"request) not emulated: the {profile.name} profile sets emulate_gdn_prefill_checkpoints false"),
-    })
-    return backend_cls
+    gdn = choices.gdn_prefill_backend
+    if checkpoint_alignment is not None:
+        reason = (f"GDN prefill backend {gdn!r} on {profile.name} in align mode: every GDN layer reports "
+                  f"get_prefill_checkpoint_alignment() = {checkpoint_alignment} (FLASHINFER_GDN_CHECKPOINT_ALIGNMENT), "
+                  "which enters the block-size lcm, and its MambaSpec gets num_prefill_checkpoint_blocks=1 and "
+                  "prefill_checkpoint_alignment = get_mamba_prefill_checkpoint_grid (one checkpoint block per request)")
+    else:
+        reason = (f"GDN prefill backend {gdn!r}, mamba_cache_mode {cache.mamba_cache_mode!r}: no prefill checkpoints "
+                  "(only FlashInfer's GDN prefill in align mode exports them)")
+    overrides.append({"name": "gdn_prefill_checkpoint_alignment_tokens", "value": checkpoint_alignment,
+                      "reason": reason})
 
 
 def budget(vc: Any, profile: DeviceProfile) -> dict[str, Any]:

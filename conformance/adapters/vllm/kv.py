@@ -8,11 +8,13 @@ Glue (named in provenance): the per-layer spec dict is built here rather than by
 spec follows the code path of the module it stands for, with vLLM's own shape/dtype functions:
 
     target full attention  Attention.get_kv_cache_spec -> FullAttentionSpec, then
-                           customize_attention_spec(<profile backend>, spec)
+                           customize_attention_spec(<backend vLLM selected for the device>, spec)
     target GDN layer       MambaBase.get_kv_cache_spec -> MambaSpec(shapes/dtypes from the model
                            class's get_mamba_state_shape/dtype_from_config, GDN_ATTN,
-                           num_speculative_blocks=k)
-    draft attention        the same as target attention, with is_draft=True
+                           num_speculative_blocks=k; with FlashInfer GDN prefill in align
+                           mode GatedDeltaNetAttention.get_kv_cache_spec adds
+                           num_prefill_checkpoint_blocks=1 and the checkpoint grid)
+    draft attention        the same with the draft's selected backend, is_draft=True
                            (GPUModelRunner.get_kv_cache_spec for draft layers)
 
 Layer names follow vLLM's prefixes (`model.layers.<i>...`; draft layers continue numbering after
@@ -45,8 +47,8 @@ FUNCTIONS = (
 GLUE = (
     {"name": "hand-built KV specs", "description": "per-layer KVCacheSpec dict built from the configs "
      "as Attention.get_kv_cache_spec / MambaBase.get_kv_cache_spec / GPUModelRunner.get_kv_cache_spec "
-     "would (no model is built): FullAttentionSpec + customize_attention_spec(profile backend) for target "
-     "and draft attention (draft: is_draft=True), MambaSpec with the model class's "
+     "would (no model is built): FullAttentionSpec + customize_attention_spec(the backend vLLM selected for the "
+     "device) for target and draft attention (draft: is_draft=True), MambaSpec with the model class's "
      "get_mamba_state_shape_from_config / get_mamba_state_dtype_from_config for GDN layers"},
 )
 
@@ -83,14 +85,17 @@ def _attention_spec(vc: Any, model_config: Any, backend_cls: Any, is_draft: bool
     return replace(spec, is_draft=True) if is_draft else spec
 
 
-def _mamba_spec(vc: Any) -> Any:
+def _mamba_spec(vc: Any, checkpoint_alignment: int | None) -> Any:
+    from dataclasses import replace
+
+    from vllm.model_executor.layers.mamba import abstract
     from vllm.model_executor.models import ModelRegistry
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.kv_cache_interface import MambaSpec
 
     model_cls, _ = ModelRegistry.resolve_model_cls(vc.model_config.architecture, model_config=vc.model_config)
     cache = vc.cache_config
-    return MambaSpec(
+    spec = MambaSpec(
         shapes=tuple(model_cls.get_mamba_state_shape_from_config(vc)),
         dtypes=tuple(model_cls.get_mamba_state_dtype_from_config(vc)),
         block_size=cache.mamba_block_size,
@@ -100,6 +105,11 @@ def _mamba_spec(vc: Any) -> Any:
         mamba_cache_mode=cache.mamba_cache_mode,
         num_speculative_blocks=0 if cache.use_replayssm else vc.num_speculative_tokens,
     )
+    if checkpoint_alignment is None:
+        return spec
+    # GatedDeltaNetAttention.get_kv_cache_spec when the layer exports prefill checkpoints.
+    return replace(spec, num_prefill_checkpoint_blocks=1,
+                   prefill_checkpoint_alignment=abstract.get_mamba_prefill_checkpoint_grid(vc))
 
 
 def _layer_types(hf_config: Any, num_layers: int) -> list[str]:
@@ -125,7 +135,7 @@ def build_specs(built: BuiltConfig) -> tuple[dict[str, Any], dict[str, str]]:
             specs[name], categories[name] = _attention_spec(vc, mc, built.attention_backend, False), "attention_kv"
         elif kind == "linear_attention":
             name = f"model.layers.{i}.linear_attn"
-            specs[name], categories[name] = _mamba_spec(vc), "recurrent_state"
+            specs[name], categories[name] = _mamba_spec(vc, built.gdn_checkpoint_alignment), "recurrent_state"
         else:
             raise PlanModeLimit(f"target layer type {kind!r} (layer {i}) is not planned by this adapter")
     spec_cfg = vc.speculative_config
@@ -140,7 +150,8 @@ def build_specs(built: BuiltConfig) -> tuple[dict[str, Any], dict[str, str]]:
             if kind != "full_attention":
                 raise PlanModeLimit(f"draft layer type {kind!r} (layer {j}) is not planned by this adapter")
             name = f"model.layers.{num_target + j}.self_attn.attn"
-            specs[name], categories[name] = _attention_spec(vc, draft_mc, built.attention_backend, True), "draft_kv"
+            specs[name], categories[name] = (_attention_spec(vc, draft_mc, built.draft_attention_backend
+                                                             or built.attention_backend, True), "draft_kv")
     return specs, categories
 
 
@@ -158,6 +169,8 @@ def plan_kv(built: BuiltConfig, case: dict[str, Any]) -> KVPlan:
     register_all_kvcache_specs(vc)
     specs, categories = build_specs(built)
     backends = [built.attention_backend]
+    if built.draft_attention_backend is not None and built.draft_attention_backend not in backends:
+        backends.append(built.draft_attention_backend)
     if "recurrent_state" in categories.values():
         backends.append(MambaAttentionBackendEnum.GDN_ATTN.get_class())
     layouts = [layout.name for layout in get_supported_kv_cache_layouts(backends)]

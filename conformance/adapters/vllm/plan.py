@@ -3,7 +3,7 @@
 `plan(case)` maps the case to vLLM's native knobs (vllm_config), resolves the config and the
 budgets vLLM derives from it, plans the KV cache with vLLM's own planning functions (vllm_kv,
 vllm_memory) and drives vLLM's real scheduler through the workload (vllm_trace). The device
-profile (one H200) is emulated by the overrides vllm_config lists; each lands in
+profile (conformance.devices) is emulated by the overrides vllm_config and vllm_platform list; each lands in
 `provenance.overrides`.
 
 Status:
@@ -68,8 +68,12 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     profile = get_profile(case["device"])
     timing: dict[str, float] = {}
     t0 = time.perf_counter()
+    from conformance.adapters.vllm import platform as vllm_platform
+
     try:
         built = vllm_config.build_config(case, profile)
+    except vllm_platform.ProfileUnsupported as exc:
+        return _refused(case, f"vllm plan adapter cannot emulate the {profile.name} profile: {exc}", "adapter", None)
     except Exception as exc:  # vLLM's own rejection of the config is data
         if not _is_refusal(exc):
             raise
@@ -81,9 +85,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     prov = obs["provenance"]
     prov["mapping"] = built.mapping
     prov["overrides"] = built.overrides
-    prov["functions"] = list(vllm_config.FUNCTIONS)
-    prov["glue"] = [dict(g) for g in vllm_config.GLUE]
-    with vllm_config.model_runner_env(built):
+    prov["functions"] = list(vllm_config.FUNCTIONS) + list(vllm_platform.FUNCTIONS)
+    prov["glue"] = [dict(g) for g in vllm_config.GLUE] + [dict(g) for g in vllm_platform.GLUE]
+    if built.gdn_checkpoint_alignment is not None:
+        prov["glue"].append(dict(vllm_platform.GDN_LAYERS_GLUE))
+    with vllm_config.model_runner_env(built), vllm_platform.gdn_layers(built.gdn_checkpoint_alignment):
         obs["budget"] = vllm_config.budget(vc, profile)
         t1 = time.perf_counter()
         try:
@@ -102,10 +108,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
         else:
             t2 = time.perf_counter()
             obs["trace"] = {"steps": vllm_trace.run_trace(vc, kv.scheduler_kv_cache_config, case),
-                            "scheduler_cls": vc.scheduler_config.get_scheduler_cls().__qualname__}
+                            "scheduler_cls": vc.scheduler_config.get_scheduler_cls().__qualname__,
+                            "scheduling": "async" if vc.scheduler_config.async_scheduling else "sync"}
             timing["trace_s"] = round(time.perf_counter() - t2, 3)
-            prov["functions"] += list(vllm_trace.FUNCTIONS)
-            prov["glue"] += [dict(g) for g in vllm_trace.GLUE]
+            prov["functions"] += list(vllm_trace.functions(vc))
+            prov["glue"] += [dict(g) for g in vllm_trace.glue(vc)]
             if case["acceptance"]["mode"] == "synthetic":
                 prov["glue"].append({"name": "synthetic sampler", "description": (
                     "Bernoulli draws with random.Random(workload.seed + 1) against vLLM's conditional "

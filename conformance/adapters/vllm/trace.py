@@ -7,7 +7,13 @@ adds `num_requests` requests of `prompt_tokens` seeded token ids, each asking fo
 
     schedule() -> fake ModelRunnerOutput -> update_from_output() -> update_draft_token_ids()
 
-until no request is left. It returns the steps (vLLM's own field names) and raises
+until no request is left. With `scheduler_config.async_scheduling` on (the GPU default: the class
+is vLLM's AsyncScheduler) the loop is EngineCore.step_with_batch_queue's instead: a batch queue
+of `vllm_config.max_concurrent_batches` entries; each call schedules a new batch while the queue
+has room (fulfilling the queue before taking outputs) and otherwise takes the oldest batch's
+output, so outputs reach `update_from_output` one step after the next batch was scheduled; no
+`update_draft_token_ids` (EngineCore.post_step skips it under async scheduling: AsyncScheduler
+schedules -1 placeholders and the worker fills the real draft ids). It returns the steps (vLLM's own field names) and raises
 `TraceError` if the loop passes its bound (a scheduler that stops making progress).
 
 Glue (named in provenance): the loop itself; the fake model runner output (a request whose
@@ -42,6 +48,31 @@ GLUE = (
     {"name": "drafter stand-in", "description": "after each step every running request past its "
      "prefill receives num_speculative_tokens draft ids (a model drafter always proposes k)"},
 )
+
+
+ASYNC_FUNCTIONS = (
+    "vllm.v1.core.sched.async_scheduler.AsyncScheduler._update_after_schedule",
+    "vllm.config.VllmConfig.max_concurrent_batches",
+)
+
+ASYNC_GLUE = (
+    {"name": "scheduler loop", "description": "async-mode loop as EngineCore.step_with_batch_queue: a batch "
+     "queue of max_concurrent_batches; schedule while the queue has room and something was scheduled or requests "
+     "remain, else pop the oldest batch and update_from_output with its fake ModelRunnerOutput (decided when "
+     "it was scheduled); no update_draft_token_ids (post_step skips it under async scheduling); bounded by "
+     "max_steps = 4 x (num_requests x (prompt_tokens + output_tokens) + num_requests) + 64"},
+    GLUE[1],
+    {"name": "drafter stand-in", "description": "AsyncScheduler's own -1 placeholders stand for the drafts "
+     "(num_speculative_tokens per request past its prefill), as the worker fills them on the GPU"},
+)
+
+
+def functions(vc: Any) -> tuple[str, ...]:
+    return FUNCTIONS + (ASYNC_FUNCTIONS if vc.scheduler_config.async_scheduling else ())
+
+
+def glue(vc: Any) -> tuple[dict[str, str], ...]:
+    return ASYNC_GLUE if vc.scheduler_config.async_scheduling else GLUE
 
 
 class TraceError(RuntimeError):
@@ -122,37 +153,16 @@ def run_trace(vc: Any, sched_cfg: Any, case: dict[str, Any]) -> list[dict[str, A
     vocab = vc.model_config.get_vocab_size()
     max_steps = 4 * (wl["num_requests"] * (wl["prompt_tokens"] + wl["output_tokens"]) + wl["num_requests"]) + 64
     steps: list[dict[str, Any]] = []
+    if vc.scheduler_config.async_scheduling:
+        _drive_async(scheduler, vc, acceptance, token_rng, vocab, max_steps, steps)
+        return steps
     while scheduler.has_requests():
         if len(steps) >= max_steps:
             raise TraceError(f"scheduler loop passed its bound of {max_steps} steps "
                              f"({scheduler.get_num_unfinished_requests()} requests unfinished)")
         out = scheduler.schedule()
-        req_ids = list(out.num_scheduled_tokens)
-        sampled: list[list[int]] = []
-        num_prefill = num_decode = num_accepted = 0
-        for rid in req_ids:
-            req = scheduler.requests[rid]
-            if req.is_prefill_chunk:
-                sampled.append([])
-                num_prefill += 1
-                continue
-            drafts = len(out.scheduled_spec_decode_tokens.get(rid, ()))
-            n = acceptance.accepted(drafts) if drafts else 0
-            num_accepted += n
-            sampled.append([token_rng.randrange(2, vocab) for _ in range(1 + n)])
-            num_decode += 1
-        steps.append({
-            "total_num_scheduled_tokens": int(out.total_num_scheduled_tokens),
-            "num_scheduled_requests": len(req_ids),
-            "num_spec_tokens": sum(len(v) for v in out.scheduled_spec_decode_tokens.values()),
-            "num_preempted": len(out.preempted_req_ids or ()),
-            "num_new_requests": len(out.scheduled_new_reqs),
-            "num_prefill_chunks": num_prefill,
-            "num_sampling_requests": num_decode,
-            "num_accepted_tokens": num_accepted,
-            "num_running": len(scheduler.running),
-            "num_waiting": len(scheduler.waiting),
-        })
+        req_ids, sampled, step = _fake_output(scheduler, out, acceptance, token_rng, vocab)
+        steps.append(step)
         mro = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
                                 sampled_token_ids=sampled)
         scheduler.update_from_output(out, mro)
@@ -162,3 +172,62 @@ def run_trace(vc: Any, sched_cfg: Any, case: dict[str, Any]) -> list[dict[str, A
             scheduler.update_draft_token_ids(DraftTokenIds(
                 req_ids=live, draft_token_ids=[[token_rng.randrange(2, vocab) for _ in range(num_spec)] for _ in live]))
     return steps
+
+
+def _fake_output(scheduler: Any, out: Any, acceptance: Acceptance, token_rng: random.Random,
+                 vocab: int) -> tuple[list[str], list[list[int]], dict[str, Any]]:
+    """What the model runner returns for a scheduled batch (decided when it is scheduled), and the step record."""
+    req_ids = list(out.num_scheduled_tokens)
+    sampled: list[list[int]] = []
+    num_prefill = num_decode = num_accepted = 0
+    for rid in req_ids:
+        req = scheduler.requests[rid]
+        if req.is_prefill_chunk:
+            sampled.append([])
+            num_prefill += 1
+            continue
+        drafts = len(out.scheduled_spec_decode_tokens.get(rid, ()))
+        n = acceptance.accepted(drafts) if drafts else 0
+        num_accepted += n
+        sampled.append([token_rng.randrange(2, vocab) for _ in range(1 + n)])
+        num_decode += 1
+    step = {
+        "total_num_scheduled_tokens": int(out.total_num_scheduled_tokens),
+        "num_scheduled_requests": len(req_ids),
+        "num_spec_tokens": sum(len(v) for v in out.scheduled_spec_decode_tokens.values()),
+        "num_preempted": len(out.preempted_req_ids or ()),
+        "num_new_requests": len(out.scheduled_new_reqs),
+        "num_prefill_chunks": num_prefill,
+        "num_sampling_requests": num_decode,
+        "num_accepted_tokens": num_accepted,
+        "num_running": len(scheduler.running),
+        "num_waiting": len(scheduler.waiting),
+    }
+    return req_ids, sampled, step
+
+
+def _drive_async(scheduler: Any, vc: Any, acceptance: Acceptance, token_rng: random.Random, vocab: int,
+                 max_steps: int, steps: list[dict[str, Any]]) -> None:
+    """EngineCore.step_with_batch_queue, called until the scheduler and the queue are empty."""
+    from collections import deque
+
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    queue_size = vc.max_concurrent_batches
+    batch_queue: deque = deque()
+    while scheduler.has_requests() or batch_queue:
+        if scheduler.has_requests():
+            if len(steps) >= max_steps:
+                raise TraceError(f"scheduler loop passed its bound of {max_steps} steps "
+                                 f"({scheduler.get_num_unfinished_requests()} requests unfinished)")
+            out = scheduler.schedule()
+            req_ids, sampled, step = _fake_output(scheduler, out, acceptance, token_rng, vocab)
+            steps.append(step)
+            model_executed = out.total_num_scheduled_tokens > 0
+            mro = ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
+                                    sampled_token_ids=sampled)
+            batch_queue.appendleft((mro, out))
+            if len(batch_queue) < queue_size and (model_executed or scheduler.has_requests()):
+                continue
+        mro, out = batch_queue.pop()
+        scheduler.update_from_output(out, mro)
