@@ -301,9 +301,16 @@ def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spe
     return _v(check, obs, PASS, f"per-sequence attention, state, draft bytes and state slots equal vLLM's [{source}]")
 
 
+def _seats_close(a: float | None, b: float | None) -> bool:
+    return a is not None and b is not None and abs(a - b) <= SEATS_REL_TOLERANCE * max(b, 1e-9)
+
+
 def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
     """`memory.max_concurrency` equals vLLM's for the same bytes within SEATS_REL_TOLERANCE: fewer
-    seats is the two-pool bug; more seats means something a sequence needs was not counted."""
+    seats is the two-pool bug; more seats means something a sequence needs was not counted. A case
+    may document a seat difference (`intended_differences`, engine vllm, field
+    memory.max_concurrency): then the engine's seats must be the entry's `expected` and vLLM's must
+    still differ from them (a stale entry fails), both within the same tolerance."""
     check = "memory.seats_equal_vllm"
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
@@ -312,7 +319,18 @@ def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
                   f"{obs.get('message')} [{source}]")
     mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
-    if mine is None or theirs is None or abs(mine - theirs) > SEATS_REL_TOLERANCE * max(theirs, 1e-9):
+    documented = next((d for d in case_spec.get("intended_differences", [])
+                       if d["engine"] == "vllm" and d["field"] == "memory.max_concurrency"), None)
+    if documented:
+        if not _seats_close(mine, float(documented["expected"])):
+            return _v(check, obs, FAIL, f"the case documents {me} seating {documented['expected']} where vLLM seats "
+                      f"{theirs} ({documented['reason']}), but {me} seats {mine} [{source}]")
+        if _seats_close(mine, theirs):
+            return _v(check, obs, FAIL, f"the case documents a seat difference from vLLM that no longer exists: both "
+                      f"seat {mine} [{source}]")
+        return _v(check, obs, PASS, f"documented difference: {me} seats {mine}, vLLM {theirs} "
+                  f"({documented['reason']}) [{source}]")
+    if not _seats_close(mine, theirs):
         why = ("fewer: the same bytes seat fewer full-length sequences (two pools, or padding vLLM does not take?)"
                if mine is not None and theirs is not None and mine < theirs else
                "more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count")

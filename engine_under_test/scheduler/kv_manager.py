@@ -8,8 +8,11 @@ allocates nothing. In vLLM's order:
 1. with `admission` (a waiting request): the whole sequence (num_tokens, capped at
    max_model_len) must fit in the free blocks, counted as the first allocation would count
    it (vLLM's scheduler_reserve_full_isl gate);
-2. every group frees the blocks the request no longer needs (`remove_skipped`, on the
-   computed tokens: nothing is in flight at schedule time) - even when step 3 then fails;
+2. every group frees the blocks the request no longer needs (`remove_skipped`) on the
+   processed-token basis, num_computed_tokens - num_in_flight_tokens (vLLM's
+   `processed_computed_tokens`): under async scheduling the computed tokens already count a step
+   still executing, whose blocks (an align-mode state or prefill checkpoint block it writes) must
+   outlive it; with sync scheduling nothing is in flight here - even when step 3 then fails;
 3. the blocks this step needs, summed over the groups, must fit in the free blocks;
 4. every group allocates them.
 
@@ -68,8 +71,9 @@ class KVCacheManager:
             if self._num_to_allocate(rid, full, full) > free:
                 return None
         num_computed = min(req.num_computed_tokens, self.max_model_len)
+        num_processed = max(0, num_computed - req.num_in_flight_tokens)
         for t in self.tables.values():
-            t.remove_skipped(rid, num_computed, self.allocator)
+            t.remove_skipped(rid, num_processed, self.allocator)
         num_main = num_computed + num_new_tokens
         num_slot = min(num_main + num_lookahead_tokens, self.max_model_len)
         chunk = {"query_start": num_computed, "prefill_end": max(req.num_prompt_tokens, req.num_tokens - 1)}

@@ -28,6 +28,7 @@ class Request:
     spec_token_ids: list[int] = field(default_factory=list)   # drafts to verify next step
     num_computed_tokens: int = 0
     num_output_placeholders: int = 0    # async scheduling: tokens scheduled whose output has not arrived
+    num_in_flight_tokens: int = 0       # tokens of scheduled steps not yet processed (update_from_output)
     status: RequestStatus = RequestStatus.WAITING
     num_preemptions: int = 0
     is_prefill_chunk: bool = False

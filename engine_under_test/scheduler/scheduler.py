@@ -24,7 +24,9 @@ max_model_len.
 Async scheduling (`async_scheduling=True`, vLLM's AsyncScheduler): step N+1 is scheduled
 before step N's output arrives. A request past its prefill counts 1 + its scheduled drafts as
 output placeholders and gets k placeholder drafts, so it is scheduled again at once;
-update_from_output resolves the placeholders (rejections roll both counters back). A request
+update_from_output resolves the placeholders (rejections roll both counters back). Every
+scheduled token counts in num_in_flight_tokens until its step's output is processed, and the KV
+manager frees blocks only behind the processed tokens (vLLM's Request.num_in_flight_tokens). A request
 whose in-flight output surely reaches max_tokens is not scheduled again. There is no prefix cache: vLLM's hits (across requests, or on a preempted
 request's own cached blocks when it comes back) are not modelled.
 """
@@ -238,6 +240,7 @@ class Scheduler:
                 state_block_ids={g: tuple(held[g]) for g in self.layout.state_group_ids},
                 is_prefill_chunk=is_chunk, is_new=req.request_id in new_ids))
             req.num_computed_tokens = after
+            req.num_in_flight_tokens += n
             req.is_prefill_chunk = is_chunk
             if self.async_scheduling and not is_chunk:
                 # NOTE: AsyncScheduler._update_after_schedule: the bonus token and the drafts are
@@ -258,6 +261,7 @@ class Scheduler:
             req = self.requests.get(sr.req_id)
             if req is None:
                 continue
+            req.num_in_flight_tokens -= sr.num_scheduled_tokens
             if req.status is RequestStatus.PREEMPTED and req in self.waiting:
                 # NOTE: async scheduling: the output of a step scheduled before the preemption is
                 # still delivered (vLLM's stale output): its tokens are appended, the reset counters
@@ -326,3 +330,5 @@ class Scheduler:
             assert r.num_output_placeholders >= 0
         for r in self.waiting:
             assert not self.kv.holds_blocks(r.request_id), f"waiting request {r.request_id} holds blocks"
+        for r in self.running + list(self.waiting):
+            assert r.num_in_flight_tokens >= 0, f"request {r.request_id}: negative in-flight tokens"

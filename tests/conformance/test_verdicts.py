@@ -66,6 +66,12 @@ def test_active_seqs_and_seats():
     assert v.failed and "fewer" in v.message and "-0.5 seats" in v.message
     v = seats_equal_vllm(obs(seats=5.0), obs("vllm", seats=4.0), SPEC, "s")   # more seats: something not counted
     assert v.failed and "not counted" in v.message
+    seats = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "memory.max_concurrency", "expected": 3.5,
+                                              "reason": "vLLM packs its pages otherwise on this device"}])
+    assert seats_equal_vllm(obs(seats=3.5), obs("vllm", seats=4.0), seats, "s").outcome == "pass"
+    assert seats_equal_vllm(obs(seats=3.0), obs("vllm", seats=4.0), seats, "s").failed   # not the documented value
+    v = seats_equal_vllm(obs(seats=3.5), obs("vllm", seats=3.5), seats, "s")           # stale entry
+    assert v.failed and "no longer exists" in v.message
 
 
 def test_per_sequence_and_ledger_holding_the_seats():

@@ -4,7 +4,9 @@
   (engine_under_test.drafting) and resolved budget equal vLLM's;
 - tiny cases (tiny-dflash-*, tiny-sglang-*, tiny-pressure-*: pools small enough that free
   blocks limit admission and, in some, force preemption): the engine's per-step trace equals
-  vLLM's on the four counted fields, and its seats are never below vLLM's for the same bytes;
+  vLLM's on the four counted fields, and its seats are never below vLLM's for the same bytes
+  (a case documenting a seat difference, intended_differences memory.max_concurrency: the
+  engine seats the documented figure and vLLM does not);
 - a known difference (KNOWN_DIFFERENCES) is pinned: the traces agree up to the step it names and
   differ after it, so closing or widening it fails here.
 """
@@ -26,7 +28,15 @@ STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec
 # waits) and skips the cached prompt tokens; the engine re-admits earlier and recomputes the prompt.
 KNOWN_DIFFERENCES = {
     "tiny-pressure-align-preempt": "no prefix-cache hit on a preempted request's own blocks",
+    # the re-admitted request's attention-only hit is a shared-prefix junction where vLLM ends the chunk
+    "tiny-pressure-align-admission": "no prefix-cache junction stop on a preempted request's own blocks",
 }
+
+
+def _documented_seats(case) -> float | None:
+    """The seats a case documents for the engine where vLLM's differ (field memory.max_concurrency)."""
+    return next((float(d["expected"]) for d in case.spec.get("intended_differences", [])
+                 if d["engine"] == "vllm" and d["field"] == "memory.max_concurrency"), None)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +74,11 @@ def test_tiny_traces_and_seats_equal_vllm(both):
         vll = [{f: s[f] for f in STEP_FIELDS} for s in v["trace"]["steps"]]
         first = next((i for i, (a, b) in enumerate(zip(ref, vll)) if a != b), None)
         assert ref == vll, f"{case.id}: trace differs from vLLM (first at step {first})"
-        assert r["memory"]["max_concurrency"] >= v["memory"]["max_concurrency"], case.id
+        documented = _documented_seats(case)
+        if documented is None:
+            assert r["memory"]["max_concurrency"] >= v["memory"]["max_concurrency"], case.id
+        else:   # a device-specific packing of vLLM's (the case says why): pinned both ways
+            assert r["memory"]["max_concurrency"] == documented != v["memory"]["max_concurrency"], case.id
         compared.append(case.id)
     assert compared, "vLLM planned no tiny case"
 
