@@ -1,8 +1,9 @@
 """The SGLang 0.5.23 plan adapter, through the real subprocess path (`runner.plan_cases`).
 
-One SGLang process plans every shipped case, then A, B, A again (isolation), two newly traced cases
-again (determinism), plus cases written here (a method SGLang lacks, the gpu_memory_utilization form,
-a lone request): ~25 s, ~1.5 GB.
+One SGLang process plans every shipped case (the 27B seed cases traced on their full pools, whose
+storage is never materialised), then A, B, A again (isolation), three traced cases again
+(determinism), plus cases written here (a method SGLang lacks, the gpu_memory_utilization form, a lone
+request): ~60 s, ~1.5 GB.
 Expected numbers come from SGLang's own code (the observation) checked against independent
 arithmetic on the shapes' config.json, never from constants typed here.
 """
@@ -27,6 +28,9 @@ ISOLATION_B = "seed-unified-pool-c32-k8"
 TRACED = "tiny-dflash-c4-k8"
 SYNTHETIC_MEAN = "tiny-pressure-align-admission"  # synthetic mean_acceptance_length, radix cache + mamba extra buffer
 EAGLE = "drafting-table-eagle3"
+RETRACTS = "tiny-sglang-retract"  # SGLang's retract_decode sends a running request back to the queue
+SEED_CASES = ("seed-unified-pool-c32-k8", "seed-draft-kv-c8", "seed-draft-kv-c32")
+MIB_BYTES = 1 << 20
 # Traced through SGLang's mamba extra buffer (hybrid model, radix cache on) or a non-DFLASH decode path.
 NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-pressure-align-admission",
                 "tiny-pressure-align-preempt", "drafting-table-eagle3", "drafting-table-draft_model",
@@ -170,10 +174,9 @@ def _traced(planned: dict) -> list[dict]:
 
 def test_traces_exist_where_expected(planned):
     ids = {o["case_id"] for o in _traced(planned)}
-    assert TRACED in ids and "tiny-dflash-active-cap-k8" in ids
-    for case_id in ("seed-unified-pool-c32-k8", "seed-draft-kv-c8", "seed-draft-kv-c32"):
-        obs = _by_id(planned, case_id)
-        assert obs["trace"] is None and "CPU pools would take" in obs["message"], case_id
+    assert TRACED in ids and "tiny-dflash-active-cap-k8" in ids and RETRACTS in ids
+    for case_id in SEED_CASES:
+        assert case_id in ids, (case_id, _by_id(planned, case_id)["message"])
     for obs in planned["shipped"]:
         if obs["status"] == "ok" and obs["trace"] is None:
             assert "no trace" in obs["message"] and obs["provenance"]["trace"].startswith("not produced")
@@ -196,12 +199,52 @@ def test_running_requests_never_exceed_max_active_seqs(planned):
 
 
 def test_every_prompt_token_is_prefilled_once(planned):
+    """Without a retraction each prompt is prefilled once; a retracted request is prefilled again, past
+    what the radix cache still holds of it (at most its prompt and the outputs it had)."""
     for obs in _traced(planned):
         wl = planned["cases"][obs["case_id"]].spec["workload"]
         steps = obs["trace"]["steps"]
         prefilled = sum(s["total_num_scheduled_tokens"] for s in steps if s["phase"] == "prefill")
-        assert prefilled == wl["num_requests"] * wl["prompt_tokens"], obs["case_id"]
-        assert sum(s["num_preempted"] for s in steps) == 0, obs["case_id"]
+        admitted = sum(s["num_scheduled_requests"] for s in steps if s["phase"] == "prefill")
+        retracted = sum(s["num_preempted"] for s in steps)
+        prompts = wl["num_requests"] * wl["prompt_tokens"]
+        if obs["case_id"] != RETRACTS:
+            assert retracted == 0, obs["case_id"]
+        if retracted == 0:
+            assert prefilled == prompts, obs["case_id"]
+            assert admitted >= wl["num_requests"], obs["case_id"]  # chunked prompts count once per chunk
+        else:
+            assert prompts < prefilled <= prompts + retracted * (wl["prompt_tokens"] + wl["output_tokens"])
+
+
+def test_sglang_retracts_a_running_request(planned):
+    """The retraction case: some decode step's check_decode_mem fails and retract_decode sends running
+    requests back to the queue; they are re-admitted by a later prefill and every request finishes."""
+    obs = _by_id(planned, RETRACTS)
+    assert obs["status"] == "ok" and obs["trace"] is not None, obs["message"]
+    steps = obs["trace"]["steps"]
+    retracting = [i for i, s in enumerate(steps) if s["num_preempted"] > 0]
+    assert retracting, "SGLang retracted nothing"
+    first = retracting[0]
+    step, before = steps[first], steps[first - 1]
+    assert step["phase"] == "decode" and before["phase"] == "decode"
+    assert step["num_running"] == before["num_running"] - step["num_preempted"]
+    assert step["num_waiting"] == before["num_waiting"] + step["num_preempted"]
+    assert any(s["phase"] == "prefill" for s in steps[first + 1:]), "the retracted request was never re-admitted"
+    # The waiting queue: prefills take every request out of it once, plus once per retraction, and only a
+    # retraction puts one back.
+    wl = planned["cases"][RETRACTS].spec["workload"]
+    waiting, admitted, requeued = wl["num_requests"], 0, 0
+    for s in steps:
+        if s["phase"] == "prefill":
+            admitted += waiting - s["num_waiting"]
+        else:
+            assert s["num_waiting"] - waiting == s["num_preempted"], s
+            requeued += s["num_preempted"]
+        waiting = s["num_waiting"]
+    assert waiting == 0 and admitted == wl["num_requests"] + requeued and requeued > 0
+    end = obs["provenance"]["trace_end_state"]
+    assert end["req_free_rows"] == end["req_rows"] and end["kv_tree_protected_tokens"] == 0
 
 
 def test_decode_steps_verify_the_draft_block(planned):
@@ -235,9 +278,8 @@ def test_trace_is_deterministic(planned, case_id):
     again = planned["repeats"][case_id]
     assert first["trace"] is not None, first["message"]
     assert json.dumps(first["trace"], sort_keys=True) == json.dumps(again["trace"], sort_keys=True)
-    cap = first["provenance"]["trace_pool_cap"]
-    assert cap == again["provenance"]["trace_pool_cap"]
-    assert cap["max_total_num_tokens"] <= first["memory"]["pool"]["max_total_num_tokens"]
+    assert first["provenance"]["trace_pools"] == again["provenance"]["trace_pools"]
+    assert first["provenance"]["trace_end_state"] == again["provenance"]["trace_end_state"]
 
 
 def test_newly_traced_cases_have_traces(planned):
@@ -259,9 +301,8 @@ def test_mamba_cap_trace_stays_under_the_cap(planned):
     assert any(s["num_running"] == cap and s["num_waiting"] > 0 for s in steps)
     wl = planned["cases"][ISOLATION_A].spec["workload"]
     assert sum(s["num_scheduled_requests"] for s in steps if s["phase"] == "prefill") == wl["num_requests"]
-    # Traced on the pool SGLang sized (the workload cap does not bind here).
-    pool_cap = obs["provenance"]["trace_pool_cap"]
-    assert pool_cap["max_mamba_cache_size"] == obs["memory"]["pool"]["max_mamba_cache_size"]
+    # Traced on the pool SGLang sized.
+    assert obs["provenance"]["trace_end_state"]["mamba_slots"] == obs["memory"]["pool"]["max_mamba_cache_size"]
 
 
 def test_pools_hold_nothing_protected_at_the_end(planned):
@@ -271,13 +312,35 @@ def test_pools_hold_nothing_protected_at_the_end(planned):
         assert end["kv_free_tokens"] + end["kv_tree_evictable_tokens"] == end["kv_tokens"], (cid, end)
         assert end["kv_tree_protected_tokens"] == 0, (cid, end)
         assert end["req_free_rows"] == end["req_rows"], (cid, end)
-        assert end["kv_tokens"] == obs["provenance"]["trace_pool_cap"]["max_total_num_tokens"], (cid, end)
+        assert end["kv_tokens"] == obs["memory"]["pool"]["max_total_num_tokens"], (cid, end)
         if "mamba_slots" in end:
             assert end["mamba_free_slots"] + end["mamba_tree_evictable_slots"] == end["mamba_slots"], (cid, end)
             assert end["mamba_tree_protected_slots"] == 0, (cid, end)
-            assert end["mamba_slots"] == obs["provenance"]["trace_pool_cap"]["max_mamba_cache_size"], (cid, end)
+            assert end["mamba_slots"] == obs["memory"]["pool"]["max_mamba_cache_size"], (cid, end)
         if not planned["cases"][cid].spec["cache"]["prefix_caching"]:
             assert end["kv_free_tokens"] == end["kv_tokens"], (cid, end)
+
+
+def test_trace_pools_are_sglangs_sizes_unmaterialised(planned):
+    """The trace's pools are the ones SGLang sized, in the bytes SGLang's own ledger counts (the target's
+    KV, the mamba state slots and at most the verify scratch SGLang reserved; the draft worker's KV is not built),
+    and none of those bytes is in host RAM: only the index bookkeeping is."""
+    for obs in _traced(planned):
+        pools, ledger, pool = obs["provenance"]["trace_pools"], obs["memory"]["ledger_bytes"], obs["memory"]["pool"]
+        cid = obs["case_id"]
+        assert pools["storage_device"] == "meta", cid
+        padding = pool["block_size_tokens"] * obs["memory"]["per_sequence"]["target_kv_bytes_per_token"]
+        least = ledger["attention_kv"] + ledger["recurrent_state"]
+        most = least + ledger["intermediate_state"] + padding
+        assert least <= pools["unmaterialised_bytes"] <= most, (cid, pools, ledger)
+        # Bookkeeping: the req_to_token table and index tensors of at most two int64 words per KV token, mamba
+        # slot or request row (free lists, per-slot and per-request indices), each with a padding page or slot.
+        indexed = (pool["max_total_num_tokens"] + (pool["max_mamba_cache_size"] or 0) + obs["budget"]["max_active_seqs"]
+                   + 3 * pool["block_size_tokens"])
+        assert pools["materialised_bytes"] <= ledger["req_to_token"] + 16 * indexed, (cid, pools, indexed)
+    for case_id in SEED_CASES:
+        pools = _by_id(planned, case_id)["provenance"]["trace_pools"]
+        assert pools["unmaterialised_bytes"] > 10 * 1024 * MIB_BYTES > 1000 * pools["materialised_bytes"], case_id
 
 
 def test_synthetic_mean_acceptance_matches_sglang_simulation(planned):

@@ -217,12 +217,14 @@ class Loop:
         bs = batch.batch_size()
         if batch.forward_mode.is_extend():
             result = sglang_results.prefill_result(bs, self.token_rng, self.vocab)
-            if not self.spec_algorithm.is_none():
-                batch.spec_info = sglang_results.next_draft_input(self.spec_algorithm, bs, batch.seq_lens,
-                                                                  self.num_draft_tokens)
         else:
             accepted = self.acceptance.accepted_per_request(bs, self.num_draft_tokens - 1)
             result = sglang_results.verify_result(accepted, self.num_draft_tokens, self.token_rng, self.vocab)
+        if not self.spec_algorithm.is_none():
+            # run_batch: `batch.spec_info = batch_result.next_draft_input` after every spec forward, prefill
+            # or verify, so the running batch never carries the draft input prepare_for_decode filled.
+            batch.spec_info = sglang_results.next_draft_input(self.spec_algorithm, bs, batch.seq_lens,
+                                                              self.num_draft_tokens)
         self.queue.append((batch.copy(), result, step_index))
 
     def process(self) -> None:

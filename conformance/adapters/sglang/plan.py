@@ -23,11 +23,12 @@ What SGLang has and has not, as the observation reports it:
 
 Trace: `sglang_trace.run_trace` drives SGLang's own admission, decode and result-processing pieces
 (PrefillAdder, check_decode_mem, retract_decode, spec_prepare_for_decode, SchedulerBatchResultProcessor,
-release_kv_cache) through the workload on real CPU pools capped at the workload's demand
-(provenance.trace_pool_cap; the pools' counters after the loop in provenance.trace_end_state). Every
-SGLang algorithm this adapter maps (DFLASH, EAGLE3, NEXTN, STANDALONE, NGRAM) and the radix cache with the
-mamba extra buffer are traced. No trace (null, `message` and provenance.trace say why) for acceptance
-mode `model`, or when the pools would not fit the trace's host-RAM limit even capped.
+release_kv_cache) through the workload on pools of the sizes SGLang derived, their KV and state storage
+on torch's meta device and their index bookkeeping on the CPU (`meta_storage`; the bytes of each
+in provenance.trace_pools, the pools' counters after the loop in provenance.trace_end_state), so the
+27B shapes trace on their full pools in host RAM that holds none of them. Every SGLang algorithm this
+adapter maps (DFLASH, EAGLE3, NEXTN, STANDALONE, NGRAM) and the radix cache with the mamba extra buffer
+are traced. No trace (null, `message` and provenance.trace say why) for acceptance mode `model`.
 
 Statefulness: SGLang's sizing writes process-wide config (publish, config-bag overrides). Each
 plan builds a fresh ServerArgs and re-publishes it before sizing (last-publish-wins), and the
@@ -213,11 +214,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
 def _trace(obs: dict[str, Any], server_args: Any, sizing: sglang_sizing.Sizing, case: dict[str, Any]) -> dict[str, Any]:
     """Fill obs["trace"] (or leave it None); returns the reason / provenance to record."""
     try:
-        steps, cap, end_state = sglang_trace.run_trace(server_args, sizing, case)
+        steps, storage, end_state = sglang_trace.run_trace(server_args, sizing, case)
     except ValueError as exc:
         return {"reason": str(exc), "provenance": {"trace": f"not produced: {exc}"}}
     from sglang.srt.runtime_context import get_schedule
 
     obs["trace"] = {"steps": steps, "loop": "event_loop_normal" if get_schedule().disable_overlap_schedule
                     else "event_loop_overlap"}
-    return {"reason": None, "provenance": {"trace_pool_cap": cap, "trace_end_state": end_state}}
+    return {"reason": None, "provenance": {"trace_pools": storage, "trace_end_state": end_state}}

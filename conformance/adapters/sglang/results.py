@@ -11,10 +11,13 @@ Contract:
   token_rng, vocab)` are the minimal `GenerationBatchResult`s a forward hands the processor:
   CPU tensors of sampled ids (the prefill's first token; the verify's accepted drafts + bonus,
   padded to the speculative row stride) and, for a verify, `accept_lens` = accepted + 1.
-- `next_draft_input(algorithm, bs, ...)` is the draft input a spec worker leaves on the batch after
-  a prefill: DFLASH's `make_draft_input_v2`; EAGLE / NEXTN / STANDALONE an `EagleDraftInput`, NGRAM an
-  `NgramVerifyInput`, each carrying `future_indices` as the overlap Scheduler sets them (so their
-  filter_batch / merge_batch follow the rows, the only thing the scheduler side does with them).
+- `next_draft_input(algorithm, bs, ...)` is the draft input a spec worker returns from every forward
+  (prefill or verify), which `Scheduler.run_batch` puts on the batch: DFLASH's `make_draft_input_v2`;
+  EAGLE / NEXTN / STANDALONE an `EagleDraftInput`, NGRAM an `NgramVerifyInput`, each carrying
+  `future_indices` as the overlap Scheduler sets them (so their filter_batch / merge_batch follow the
+  rows, the only thing the scheduler side does with them). Replacing it after a verify matters: the
+  draft input `prepare_for_decode` filled carries `nxt_kv_lens_cpu`, and DFLASH's merge_batch refuses
+  to merge a fresh prefill's input into it (a retracted request re-admitted while others decode).
 
 `process_batch_result_prefill` / `process_batch_result_decode` then do what they do in a server:
 commit output ids and kv_committed_len (`_resolve_spec_v2_tokens`), update finish state, swap the
@@ -50,7 +53,8 @@ GLUE = (
                     "random.Random(workload.seed + 2)), accept_lens = the acceptance model's accepted drafts + 1, "
                     "speculative_num_draft_tokens; no logits"},
     {"name": "conformance.adapters.sglang.results.next_draft_input",
-     "description": "the draft input a spec worker leaves on the batch after a prefill: DFLASH make_draft_input_v2 "
+     "description": "the draft input a spec worker returns from every forward (prefill or verify), put on the "
+                    "batch as Scheduler.run_batch puts batch_result.next_draft_input: DFLASH make_draft_input_v2 "
                     "(zero bonus tokens), EAGLE-style EagleDraftInput / NGRAM NgramVerifyInput with future_indices "
                     "= arange(bs) as the overlap scheduler sets them; the draft forward itself is not run"},
 )

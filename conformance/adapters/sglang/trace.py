@@ -1,8 +1,13 @@
 """SGLang 0.5.23's admission and decode bookkeeping driven through a case's workload: the per-step trace.
 
-Contract: `run_trace(server_args, sizing, case)` builds real pools (KVCacheConfigurator._init_pools on
-the CPU, the pool capped, see `trace_pool_cap`), the real tree cache (CacheInitParams as
-kv_cache_builder.build_kv_cache fills it: radix cache, mamba extra buffer, EAGLE bigram keys) and
+Contract: `run_trace(server_args, sizing, case)` builds SGLang's pools at the sizes SGLang derived
+(KVCacheConfigurator._init_pools on the CPU, its storage on torch's meta device, see `meta_storage`:
+the KV, mamba state and verify-scratch tensors have their real shapes and no bytes, the index
+bookkeeping is real CPU tensors; the target worker's pools: a draft worker's KV pool is indexed by the
+target's allocator (DFlashWorkerV2.alloc_memory_pool), so the scheduler's bookkeeping is the target's
+and the draft pool is not built, its bytes are in memory.ledger_bytes.draft_kv), the real tree cache
+(CacheInitParams as kv_cache_builder.build_kv_cache fills it: radix cache, mamba extra buffer, EAGLE
+bigram keys) and
 `Req`s (num_requests prompts of prompt_tokens seeded ids, max_new_tokens = output_tokens,
 ignore_eos), and loops the way `Scheduler.event_loop_overlap` (or `event_loop_normal` when overlap is
 off) orders a step:
@@ -14,7 +19,8 @@ off) orders a step:
         DFLASH's DFlashDraftInputV2.prepare_for_decode, or eagle_prepare_for_decode for EAGLE3 /
         NEXTN / STANDALONE / NGRAM, the page-aligned KV over-allocation of get_alloc_reserve_per_decode)
     run: a stand-in forward (no model, `sglang_results`): a prefill samples one token per request, a
-        verify accepts the acceptance model's drafts + 1 bonus; queued with batch.copy() as the
+        verify accepts the acceptance model's drafts + 1 bonus; either leaves a fresh draft input on
+        the batch (run_batch's batch.spec_info = next_draft_input); queued with batch.copy() as the
         Scheduler queues it
     process the result (under overlap: the previous step's, after the next step is scheduled) with
         SGLang's SchedulerBatchResultProcessor: process_batch_result_prefill (first token,
@@ -30,7 +36,9 @@ speculative_num_draft_tokens, the verify block); `num_spec_tokens` (decode: runn
 `num_scheduled_requests`; `num_preempted` (requests retract_decode sent back to the queue);
 `num_accepted_tokens` (drafts the step's result commits, for requests not already finished or
 retracted when it is processed); `num_running`, `num_waiting` (after scheduling). Raises
-`TraceError` past its step bound. The pools' counters after the loop come back as the end state.
+`TraceError` past its step bound. The pools' counters after the loop come back as the end state, and
+the storage ledger (`StorageLedger.as_provenance`: bytes left unmaterialised on meta, bytes
+materialised) as the pools' record.
 """
 
 from __future__ import annotations
@@ -38,12 +46,12 @@ from __future__ import annotations
 import contextlib
 import random
 from array import array
-from math import ceil
 from typing import Any, Iterator
 
 from conformance.adapters.sglang import acceptance as sglang_acceptance, results as sglang_results
 from conformance.adapters.sglang.acceptance import Acceptance
 from conformance.adapters.sglang.loop import Loop, TraceError
+from conformance.adapters.sglang.meta_storage import storage_on_meta
 
 FUNCTIONS = (
     "sglang.srt.mem_cache.kv_cache_configurator.KVCacheConfigurator._derive_pool_sizes",
@@ -87,35 +95,21 @@ GLUE = (
                     "published config (radix cache on/off, eviction policy, session radix cache, mamba extra buffer "
                     "and its lazy mode, is_eagle, chunked_prefill_size); TP/PP/CP groups, metrics, KV events, "
                     "hicache, SWA and MTP draft pools left at their single-GPU defaults"},
-    {"name": "trace pool cap", "description": "the trace's pools hold min(SGLang's sizing, the workload's total "
-     "demand) tokens and mamba slots (see provenance.trace_pool_cap): a pool at least the whole workload's "
-     "demand passes every admission and decode check the full pool passes"},
+    {"name": "conformance.adapters.sglang.meta_storage.storage_on_meta",
+     "description": "KVCacheConfigurator._init_pools runs under a torch function mode that creates every "
+                    "floating-point fill tensor (torch.zeros / empty / ones / full / empty_strided, Tensor.new_*: "
+                    "KV buffers, mamba conv / temporal state, speculative-verify scratch) on torch's meta device: "
+                    "SGLang's pool classes build pools of the sizes SGLang derived with no storage; integer "
+                    "bookkeeping (req_to_token, allocator free lists, mamba indices) and data-built tensors are "
+                    "created on the CPU as SGLang asks (bytes of each in provenance.trace_pools)"},
 )
-
-
-MAX_TRACE_POOL_BYTES = 1 << 30  # the trace's real pools live in host RAM
-
-
-
-def trace_pool_cap(case: dict[str, Any], sizing: Any, num_draft_tokens: int) -> dict[str, int]:
-    """Tokens and mamba slots the trace's pools hold: SGLang's sizing, capped at the workload's demand."""
-    wl = case["workload"]
-    page = sizing.page_size_tokens
-    per_req = wl["prompt_tokens"] + wl["output_tokens"] + 3 * num_draft_tokens + 2 * page
-    demand_tokens = wl["num_requests"] * ceil(per_req / page) * page + page
-    cap = {"max_total_num_tokens": min(sizing.max_total_num_tokens, demand_tokens),
-           "sized_max_total_num_tokens": sizing.max_total_num_tokens}
-    if sizing.is_hybrid:
-        demand_slots = wl["num_requests"] * sizing.state_slots_per_request + 1
-        cap["max_mamba_cache_size"] = min(sizing.max_mamba_cache_size, demand_slots)
-        cap["sized_max_mamba_cache_size"] = sizing.max_mamba_cache_size
-    return cap
 
 
 OVERRIDES = (
     {"name": "sglang.srt.mem_cache.memory_pool.MHATokenToKVPool._init_kv_copy_and_warmup",
      "value": "skipped", "reason": "a CUDA KV-copy warmup kernel run when a pool is built; it allocates nothing "
-                                   "the allocator hands out (the trace's pools live on the CPU)"},
+                                   "the allocator hands out (the trace's pool storage is on meta, its "
+                                   "bookkeeping on the CPU)"},
     {"name": "sglang.srt.mem_cache.allocation.assign_req_to_token_pool_func",
      "value": "conformance.adapters.sglang.trace._assign_req_to_token_cpu",
      "reason": "the Triton kernel that writes a decode reservation's slots into req_to_token has no CPU path "
@@ -157,21 +151,17 @@ def _cpu_stand_ins() -> Iterator[None]:
         allocation.get_last_loc_triton = saved_last_loc
 
 
-def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any]:
-    import dataclasses
-
+def _build(server_args: Any, sizing: Any) -> tuple[Any, Any, dict[str, Any]]:
     from sglang.srt.mem_cache.cache_init_params import CacheInitParams
     from sglang.srt.mem_cache.registry import TreeCacheBuildContext, create_tree_cache
-    from sglang.srt.runtime_context import get_context, get_exec, get_memory, get_schedule, get_spec
+    from sglang.srt.runtime_context import get_exec, get_memory, get_schedule, get_spec
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     kvc = sizing.kvc
-    if "max_mamba_cache_size" in cap:
-        get_context().override("conformance.trace_pool_cap", max_mamba_cache_size=cap["max_mamba_cache_size"])
-    config = dataclasses.replace(sizing.pool_config, max_total_num_tokens=cap["max_total_num_tokens"])
     kvc.device = "cpu"
-    pools = kvc._init_pools(sizes=kvc._derive_pool_sizes(config=config), req_to_token_pool=None,
-                            token_to_kv_pool_allocator=None)
+    with storage_on_meta() as ledger:
+        pools = kvc._init_pools(sizes=kvc._derive_pool_sizes(config=sizing.pool_config), req_to_token_pool=None,
+                                token_to_kv_pool_allocator=None)
     disable = get_memory().disable_radix_cache
     # The fields kv_cache_builder.build_tree_cache sets from the published config (no TP/PP groups,
     # metrics, KV events, hicache, SWA or MTP draft pools in the trace).
@@ -189,7 +179,7 @@ def _build(server_args: Any, sizing: Any, cap: dict[str, int]) -> tuple[Any, Any
         server_args=server_args, params=params, is_hybrid_swa=False, is_hybrid_ssm=sizing.is_hybrid,
         enable_hierarchical_cache=False, disable_radix_cache=disable, tp_worker=None,
         model_config=kvc.model_config, tp_size=1, tp_rank=0, tp_group=None))
-    return pools, tree_cache
+    return pools, tree_cache, ledger.as_provenance()
 
 
 def _requests(case: dict[str, Any], vocab: int) -> list[Any]:
@@ -209,30 +199,20 @@ def _requests(case: dict[str, Any], vocab: int) -> list[Any]:
 
 
 def run_trace(server_args: Any, sizing: Any,
-              case: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, int], dict[str, int]]:
-    """The steps, the pool cap used and the pools' end state (`Loop.end_state`); `TraceError` past the
-    bound, ValueError for a mode with no trace."""
+              case: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, Any], dict[str, int]]:
+    """The steps, the pools' storage ledger and the pools' end state (`Loop.end_state`); `TraceError` past
+    the bound, ValueError for a mode with no trace."""
     from sglang.srt.runtime_context import get_spec
 
     acceptance = Acceptance(case)
     num_draft_tokens = int(get_spec().speculative_num_draft_tokens or 1)
-    cap = trace_pool_cap(case, sizing, num_draft_tokens)
-    pool_bytes = cap["max_total_num_tokens"] * sizing.kv_bytes_per_token
-    if sizing.is_hybrid:
-        pool_bytes += (cap["max_mamba_cache_size"] + 1) * sizing.mamba_state_bytes_per_slot
-        pool_bytes += sizing.intermediate_state_bytes or 0
-    cap["pool_bytes"] = pool_bytes
-    if pool_bytes > MAX_TRACE_POOL_BYTES:
-        raise ValueError(f"the trace's CPU pools would take {pool_bytes} bytes even capped to the workload "
-                         f"(limit {MAX_TRACE_POOL_BYTES}; the mamba state and speculative-verify scratch are "
-                         "sized by max_running_requests, which the cap cannot shrink without changing admission)")
     wl = case["workload"]
     max_steps = 4 * (wl["num_requests"] * (wl["prompt_tokens"] + wl["output_tokens"]) + wl["num_requests"]) + 64
     with _cpu_stand_ins():
-        pools, tree_cache = _build(server_args, sizing, cap)
+        pools, tree_cache, storage = _build(server_args, sizing)
         vocab = int(sizing.kvc.model_config.vocab_size)
         loop = Loop(server_args, sizing, pools, tree_cache, acceptance, num_draft_tokens,
                     random.Random(wl["seed"] + 2), vocab)
         loop.waiting = _requests(case, vocab)
         steps = loop.run(max_steps)
-        return steps, cap, loop.end_state()
+        return steps, storage, loop.end_state()
