@@ -24,7 +24,12 @@ from engine_under_test.memory.specs import AttentionLayerSpec, build_layer_specs
 from engine_under_test.pool import PoolLayout, build_layout
 from engine_under_test.shapes import DTYPE_SIZE_BYTES, DraftShape, TargetShape
 
-GRAPH_POOL_BYTES = 256 * 1024 * 1024   # estimate: CUDA-graph memory pool of the captured decode sizes
+# CUDA graphs of the decode step (runtime/decode_graphs.py): the fixed logits buffer of the
+# largest captured batch (max_num_seqs x (1 + k) rows of the vocabulary, computed below) plus the
+# graph pool's activations and fixed metadata buffers. Past the logits, capture took 0.137 GiB
+# of the allocator on one H200 (2b shapes, k = 8, max_num_seqs 32: 0.27 GiB in all, 0.133 GiB of
+# it the logits buffer); planned as 192 MiB.
+GRAPH_POOL_BASE_BYTES = 192 * 1024 * 1024
 # The CUDA context and library handles (cuBLAS workspaces, kernel images) live in the process's
 # device memory too: 0.71 GiB was measured on one H200 (torch 2.11, CUDA 13.0); planned as 1 GiB so
 # that the process's whole device footprint stays inside gpu_memory_utilization x capacity.
@@ -143,13 +148,20 @@ def activation_bytes(cfg: EngineConfig, target: TargetShape) -> int:
     return cfg.max_num_batched_tokens * per_token + 2 * rows * target.vocab_size * 4
 
 
+def graph_pool_bytes(cfg: EngineConfig, target: TargetShape) -> int:
+    """What capturing the decode graphs takes from the allocator: the logits buffer of the largest
+    captured batch in the model dtype plus GRAPH_POOL_BASE_BYTES."""
+    rows = cfg.max_num_seqs * (1 + cfg.num_speculative_tokens)
+    return GRAPH_POOL_BASE_BYTES + rows * target.vocab_size * DTYPE_SIZE_BYTES[target.dtype]
+
+
 def workspace_bytes(cfg: EngineConfig, target: TargetShape) -> int:
-    """Kernel scratch (float32 chunked delta-rule intermediates) plus the CUDA-graph pool estimate."""
+    """Kernel scratch (float32 chunked delta-rule intermediates) plus the CUDA-graph estimate."""
     scratch = 0
     if target.gdn is not None:
         g = target.gdn
         scratch = cfg.max_num_batched_tokens * g.num_v_heads * g.head_v_dim * 4 * 2
-    return scratch + GRAPH_POOL_BYTES
+    return scratch + graph_pool_bytes(cfg, target)
 
 
 def _gib(n: int) -> str:

@@ -25,12 +25,17 @@ import torch
 import triton
 import triton.language as tl
 
+try:
+    from triton.language.extra import libdevice
+except ImportError:   # older Triton
+    from triton.language.extra.cuda import libdevice
+
 
 @triton.jit
 def _gdn_snapshot_kernel(q, k, v, g, beta, o, state, src_slots, fresh, dst_slots, save,
-                         scale, stride_block, T,
+                         scale, stride_block, T, stride_qk, stride_v, A_log, dt_bias, stride_gate,
                          H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr,
-                         BK: tl.constexpr, BV: tl.constexpr):
+                         BK: tl.constexpr, BV: tl.constexpr, RAW_GATES: tl.constexpr):
     NV = tl.cdiv(V, BV)
     pid = tl.program_id(0).to(tl.int64)
     i_v, i_nh = pid % NV, pid // NV
@@ -48,11 +53,18 @@ def _gdn_snapshot_kernel(q, k, v, g, beta, o, state, src_slots, fresh, dst_slots
     b_h = tl.load(state + src * stride_block + tile, mask=mask_h & (is_fresh == 0), other=0).to(tl.float32)
     for t in range(0, T):
         row = i_n * T + t
-        b_q = tl.load(q + (row * H + i_h) * K + o_k, mask=mask_k, other=0).to(tl.float32)
-        b_k = tl.load(k + (row * H + i_h) * K + o_k, mask=mask_k, other=0).to(tl.float32)
-        b_v = tl.load(v + (row * HV + i_hv) * V + o_v, mask=mask_v, other=0).to(tl.float32)
-        b_g = tl.load(g + row * HV + i_hv).to(tl.float32)
-        b_beta = tl.load(beta + row * HV + i_hv).to(tl.float32)
+        b_q = tl.load(q + row * stride_qk + i_h * K + o_k, mask=mask_k, other=0).to(tl.float32)
+        b_k = tl.load(k + row * stride_qk + i_h * K + o_k, mask=mask_k, other=0).to(tl.float32)
+        b_v = tl.load(v + row * stride_v + i_hv * V + o_v, mask=mask_v, other=0).to(tl.float32)
+        if RAW_GATES:   # g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b), as the layer's torch ops
+            b_a = tl.load(g + row * stride_gate + i_hv).to(tl.float32) + tl.load(dt_bias + i_hv).to(tl.float32)
+            b_sp = tl.where(b_a > 20.0, b_a, libdevice.log1p(tl.exp(b_a)))
+            b_g = -tl.exp(tl.load(A_log + i_hv).to(tl.float32)) * b_sp
+            b_beta = tl.sigmoid(tl.load(beta + row * stride_gate + i_hv).to(tl.float32))
+            b_beta = b_beta.to(beta.dtype.element_ty).to(tl.float32)
+        else:
+            b_g = tl.load(g + row * HV + i_hv).to(tl.float32)
+            b_beta = tl.load(beta + row * HV + i_hv).to(tl.float32)
         b_q = b_q / tl.sqrt(tl.sum(b_q * b_q) + 1e-6) * scale
         b_k = b_k / tl.sqrt(tl.sum(b_k * b_k) + 1e-6)
         b_h *= tl.exp(b_g)
@@ -67,10 +79,16 @@ def _gdn_snapshot_kernel(q, k, v, g, beta, o, state, src_slots, fresh, dst_slots
 
 def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
                   ssm_pool: torch.Tensor, src_slots: torch.Tensor, fresh: torch.Tensor,
-                  dst_slots: torch.Tensor, save: torch.Tensor) -> torch.Tensor:
+                  dst_slots: torch.Tensor, save: torch.Tensor, out: torch.Tensor | None = None,
+                  gates: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """q, k [N, L, Hk, Dk], v [N, L, Hv, Dv], g, beta [N, L, Hv]; ssm_pool the pool's V-first
     view [num_blocks, Hv, Dv, Dk]; src_slots, fresh [N]; dst_slots, save [N, L]. Returns o
-    [N, L, Hv, Dv] (v's dtype) and writes the saved states into ssm_pool in place."""
+    [N, L, Hv, Dv] (v's dtype; into `out` when given, contiguous) and writes the saved states
+    into ssm_pool in place. q, k and v may be views with any token stride (columns of one
+    projection): heads and head dims must be contiguous, and q and k share their strides.
+
+    `gates=(A_log, dt_bias)` ([Hv] each): g and beta are then the raw projections a and b
+    ([N, L, Hv] views, one token stride) and the kernel computes the layer's gates itself."""
     N, L, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     if tuple(ssm_pool.shape[1:]) != (HV, V, K) or tuple(ssm_pool.stride()[1:]) != (V * K, K, 1):
@@ -78,9 +96,23 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
                          f"heads, got shape {tuple(ssm_pool.shape)} strides {ssm_pool.stride()}")
     if HV % H:
         raise ValueError(f"gdn_snapshots: {HV} value heads are not a multiple of {H} key heads")
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    g, beta = g.float().contiguous(), beta.contiguous()
-    o = torch.empty_like(v)
+    q, k, v = (_rows(x) for x in (q, k, v))
+    if (_row_stride(q), q.stride(2)) != (_row_stride(k), k.stride(2)):
+        k = k.contiguous()
+        q = q.contiguous()
+    if gates is None:
+        g, beta = g.float().contiguous(), beta.contiguous()
+        A_log = dt_bias = g
+        stride_gate = 0
+    else:
+        A_log, dt_bias = (t.contiguous() for t in gates)
+        stride_gate = _gate_stride(g)
+        if stride_gate < 0 or _gate_stride(beta) != stride_gate or g.stride(2) != 1 or beta.stride(2) != 1:
+            g, beta = g.contiguous(), beta.contiguous()
+            stride_gate = HV
+    o = torch.empty(v.shape, dtype=v.dtype, device=v.device) if out is None else out
+    if o.shape != v.shape or not o.is_contiguous():
+        raise ValueError(f"gdn_snapshots: out must be contiguous {tuple(v.shape)}, got {tuple(o.shape)}")
     BK = triton.next_power_of_2(K)
     BV = min(8, triton.next_power_of_2(V))
     grid = (triton.cdiv(V, BV) * N * HV,)
@@ -88,5 +120,27 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
         q, k, v, g, beta, o, ssm_pool,
         src_slots.to(torch.int64).contiguous(), fresh.to(torch.int32).contiguous(),
         dst_slots.to(torch.int64).contiguous(), save.to(torch.int32).contiguous(),
-        K ** -0.5, ssm_pool.stride(0), L, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, num_warps=1, num_stages=3)
+        K ** -0.5, ssm_pool.stride(0), L, _row_stride(q), _row_stride(v),
+        A_log, dt_bias, stride_gate, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, RAW_GATES=gates is not None,
+        num_warps=1, num_stages=3)
     return o
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """x [N, L, heads, dim] as the kernel reads it: token rows at one stride (stride(0) =
+    L x stride(1)), heads and dims contiguous; a copy only when the view is not."""
+    N, L, Hx, D = x.shape
+    if x.stride(3) == 1 and x.stride(2) == D and (N == 1 or x.stride(0) == L * _row_stride(x)):
+        return x
+    return x.contiguous()
+
+
+def _row_stride(x: torch.Tensor) -> int:
+    return x.stride(1) if x.shape[1] > 1 else x.stride(0)
+
+
+def _gate_stride(x: torch.Tensor) -> int:
+    """Token stride of a [N, L, Hv] gate view whose rows lie at one stride (else -1)."""
+    N, L, _ = x.shape
+    row = x.stride(1) if L > 1 else x.stride(0)
+    return row if N == 1 or x.stride(0) == L * row else -1

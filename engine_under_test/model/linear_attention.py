@@ -53,13 +53,20 @@ class GatedDeltaNet(nn.Module):
         ssm_cache = ssm_pool.transpose(-1, -2)                # [N, Hv, Dv, Dk] -> [N, Hv, Dk, Dv]
         conv_rows = conv_cache[:, :, : self.kernel - 1]       # the conv state proper
         mixed = self.in_proj_qkv(x)
-        beta = self.in_proj_b(x).sigmoid()
-        g = -self.A_log.float().exp() * F.softplus(self.in_proj_a(x).float() + self.dt_bias)
+        b_raw, a_raw = self.in_proj_b(x), self.in_proj_a(x)
+        g = beta = None           # the gates, computed by torch only for groups off the fused path
         core = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         weight = self.conv1d.weight[:, 0, :]
         groups = batch.groups()
         for seqs, qlen in groups:
             slots = state_slots(batch, gid, seqs, qlen)
+            if slots.all_states and backend == "fla" and x.is_cuda and self.kernel == 4:
+                self._fused_snapshots(mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows,
+                                      ssm_pool, weight)
+                continue
+            if g is None:
+                beta = b_raw.sigmoid()
+                g = -self.A_log.float().exp() * F.softplus(a_raw.float() + self.dt_bias)
             conv0 = conv_rows[slots.src]
             if slots.any_fresh:
                 conv0 = torch.where(slots.fresh[:, None, None], 0, conv0)
@@ -92,6 +99,32 @@ class GatedDeltaNet(nn.Module):
         z = self.in_proj_z(x)                                 # projected late: not alive at the kernels' peak
         out = self.norm(core, z.view(-1, self.num_v_heads, self.head_v_dim))
         return self.out_proj(out.reshape(x.shape[0], -1))
+
+
+    def _fused_snapshots(self, mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows, ssm_pool,
+                         weight) -> None:
+        """A snapshotting pass on CUDA in two kernels: conv + SiLU with the conv states written
+        into their slots (gdn_conv_kernel.py), then the gated delta rule reading q, k and v as
+        column views of the conv output and computing the gates from the raw a / b projections
+        (gdn_snapshots.py), written into `core` in place when the group is the whole pass.
+        The slot tensors are converted to the kernels' index types once per pass."""
+        from engine_under_test.model.gdn_conv_kernel import conv_snapshots
+        from engine_under_test.model.gdn_snapshots import gdn_snapshots
+
+        G = len(seqs)
+        src, fresh, dst, save = batch.memo(("kernel_slots", gid, tuple(seqs), qlen), lambda: (
+            slots.src.to(torch.int64).contiguous(), slots.fresh.to(torch.int32).contiguous(),
+            slots.dst_grid.to(torch.int64).contiguous(), slots.save_grid.to(torch.int32).contiguous()))
+        qkv = conv_snapshots(batch.gather(mixed, seqs, qlen), weight, conv_rows, src, fresh, dst, save)
+        q = qkv[..., :self.key_dim].unflatten(-1, (self.num_k_heads, self.head_k_dim))
+        k = qkv[..., self.key_dim:2 * self.key_dim].unflatten(-1, (self.num_k_heads, self.head_k_dim))
+        v = qkv[..., 2 * self.key_dim:].unflatten(-1, (self.num_v_heads, self.head_v_dim))
+        whole = batch.covers_all(seqs, qlen)
+        o = gdn_snapshots(q, k, v, batch.gather(a_raw, seqs, qlen), batch.gather(b_raw, seqs, qlen), ssm_pool,
+                          src, fresh, dst, save, gates=(self.A_log, self.dt_bias),
+                          out=core.view(G, qlen, self.num_v_heads, self.head_v_dim) if whole else None)
+        if not whole:
+            batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim), seqs, qlen)
 
 
 class StateSlots(NamedTuple):

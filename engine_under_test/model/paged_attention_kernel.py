@@ -126,22 +126,25 @@ def _combine_kernel(out, part_acc, part_ml, stride_qt, stride_qh, L, D,
              mask=row_ok[:, None] & (d < D)[None, :])
 
 
-def heads_per_program(num_heads: int, num_kv_heads: int, query_len: int) -> int:
-    """The most query heads of one KV head whose rows fit a 16-row tile (at least one)."""
+def heads_per_program(num_heads: int, num_kv_heads: int, query_len: int, max_rows: int = 16) -> int:
+    """The most query heads of one KV head whose rows fit a `max_rows` tile (at least one)."""
     rep = num_heads // num_kv_heads
-    return max([h for h in range(1, rep + 1) if rep % h == 0 and h * query_len <= 16] or [1])
+    return max([h for h in range(1, rep + 1) if rep % h == 0 and h * query_len <= max_rows] or [1])
 
 
-def num_splits_for(num_seqs: int, num_programs_per_seq: int) -> int:
+def num_splits_for(num_seqs: int, num_programs_per_seq: int, target_programs: int = TARGET_PROGRAMS) -> int:
     """KV splits per (sequence, head group): enough programs to fill the chip, a power of two."""
-    want = max(1, TARGET_PROGRAMS // max(1, num_seqs * num_programs_per_seq))
+    want = max(1, target_programs // max(1, num_seqs * num_programs_per_seq))
     return min(MAX_SPLITS, triton.next_power_of_2(want) if want > 1 else 1)
 
 
 def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              block_table: torch.Tensor, seq_lens: torch.Tensor, q_positions: torch.Tensor | None,
-                             query_len: int, scale: float, causal: bool) -> torch.Tensor:
-    """q [B * query_len, H, D] -> out [B * query_len, H, D] (q's dtype); see the module docstring."""
+                             query_len: int, scale: float, causal: bool, max_tile_rows: int = 16,
+                             target_programs: int = TARGET_PROGRAMS, num_warps: int = 4) -> torch.Tensor:
+    """q [B * query_len, H, D] -> out [B * query_len, H, D] (q's dtype); see the module docstring.
+    The tile knobs (rows per program, programs to aim for, warps) are what
+    benchmarks/gpu_attention_sweep.py varies; the defaults are the engine's."""
     T, H, D = q.shape
     B = block_table.shape[0]
     hkv = k_cache.shape[2]
@@ -150,11 +153,11 @@ def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
                          f"{hkv} KV heads, cache strides {k_cache.stride()}")
     q = q if q.stride(-1) == 1 else q.contiguous()
     rep = H // hkv
-    hpp = heads_per_program(H, hkv, query_len)
+    hpp = heads_per_program(H, hkv, query_len, max_tile_rows)
     groups = H // hpp
     block_m = max(16, triton.next_power_of_2(hpp * query_len))
     block_d = max(16, triton.next_power_of_2(D))
-    splits = num_splits_for(B, groups)
+    splits = num_splits_for(B, groups, target_programs)
     out = torch.empty(T, H, D, dtype=q.dtype, device=q.device)
     if splits > 1:
         part_acc = torch.empty(B * groups * splits * block_m * block_d, dtype=torch.float32, device=q.device)
@@ -162,7 +165,6 @@ def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
     else:
         part_acc = part_ml = out
     pos = q_positions if causal else seq_lens
-    num_warps = 4
     _paged_attn_kernel[(B, groups, splits)](
         q, k_cache, v_cache, block_table, seq_lens, pos, out, part_acc, part_ml, scale,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),

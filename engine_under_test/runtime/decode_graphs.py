@@ -16,8 +16,8 @@ requests. The step:
           logits of every row into a fixed buffer, argmax
     host: read argmax (the step's one sync), verify each request (eager's `verify`)
     host: fill drafter buffers (one copy) -> replay drafter graph [B]:
-          state rollback (slot m -> slot 0, every state layer), context K/V of all L inputs,
-          the query block [last token, mask x k], argmax of the k mask rows
+          context K/V of all L inputs, the query block [last token, mask x k], argmax of the
+          k mask rows (the accepted state stays in its slot m: the next step reads it there)
     host: read the drafts
 
 Context rows past the accepted prefix are written too: they lie at positions p .. p + k - 1
@@ -82,8 +82,6 @@ class DecodeGraphs:
             d = {"q_ids": (Bm * (k + 1),), "q_pos": (Bm * (k + 1),), "q_seq_lens": (Bm,)}
             for g in self.draft_gids:
                 d |= {f"q_blk{g}": (Bm * (k + 1),), f"q_row{g}": (Bm * (k + 1),)}
-            for s in self.state_gids:
-                d |= {f"rb_src{s}": (Bm,), f"rb_dst{s}": (Bm,)}
             self.dmeta = MetaBuffers(d, {"q_seq_lens": 1}, dev)
         target = self.runner.target
         vocab, dtype = target.lm_head.weight.shape[0], target.lm_head.weight.dtype
@@ -113,11 +111,6 @@ class DecodeGraphs:
     def _draft_body(self, B: int, aux: torch.Tensor) -> None:
         r, m, d, k = self.runner, self.meta, self.dmeta, self.k
         T, Q = B * self.L, B * (k + 1)
-        for cache in r.state.values():
-            s = cache.group_id
-            src, dst = d.view(f"rb_src{s}")[:B], d.view(f"rb_dst{s}")[:B]
-            for view in (cache.first, cache.second):
-                view.index_copy_(0, dst, view.index_select(0, src))
         r.drafter.write_context(aux, m.view("pos")[:T],
                                 {g: (m.view(f"blk{g}")[:T], m.view(f"row{g}")[:T]) for g in self.draft_gids}, r.kv)
         batch = StaticBatch(B, k + 1, self.bs, False, d.view("q_pos")[:Q], d.view("q_seq_lens")[:B],
@@ -204,7 +197,9 @@ class DecodeGraphs:
             vals[f"row{g}"] = (pos % bs).reshape(-1)
         for s in self.state_gids:
             slots = np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64)
-            vals |= {f"src{s}": slots[:, 0], f"fresh{s}": (nc == 0).astype(np.int64), f"dst{s}": slots,
+            first = np.array([self.runner.state_index(sr) for sr in reqs], dtype=np.int64)
+            vals |= {f"src{s}": slots[np.arange(len(reqs)), first], f"fresh{s}": (nc == 0).astype(np.int64),
+                     f"dst{s}": slots,
                      f"save{s}": np.ones((len(reqs), L), dtype=np.int64)}
         self.meta.fill(vals)
 
@@ -217,13 +212,10 @@ class DecodeGraphs:
         q_seq = np.ones(n, dtype=np.int64)
         q_blk = {g: np.zeros((n, k + 1), dtype=np.int64) for g in self.draft_gids}
         q_row = {g: np.zeros((n, k + 1), dtype=np.int64) for g in self.draft_gids}
-        rb = {s: np.zeros((2, n), dtype=np.int64) for s in self.state_gids}
         drafting = []
         mask_id = self.runner.drafter.config.mask_token_id
         for b, sr in enumerate(reqs):
             m = accepted[sr.req_id]
-            for s in self.state_gids:
-                rb[s][0, b], rb[s][1, b] = sr.state_block_ids[s][m], sr.state_block_ids[s][0]
             p = sr.num_computed_tokens + L - k + m
             if min(len(t) for t in sr.block_ids.values()) * bs < p + k + 1:
                 continue                  # at max_model_len: no room to draft (as the eager runner)
@@ -238,8 +230,6 @@ class DecodeGraphs:
         vals = {"q_ids": q_ids.reshape(-1), "q_pos": q_pos.reshape(-1), "q_seq_lens": q_seq}
         for g in self.draft_gids:
             vals |= {f"q_blk{g}": q_blk[g].reshape(-1), f"q_row{g}": q_row[g].reshape(-1)}
-        for s in self.state_gids:
-            vals |= {f"rb_src{s}": rb[s][0], f"rb_dst{s}": rb[s][1]}
         self.dmeta.fill(vals)
         return drafting
 

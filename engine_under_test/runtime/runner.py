@@ -14,9 +14,12 @@ One step, for a request with n scheduled inputs of which the last s are drafts
     state saved to:            | slot 0         | slot 1 ... slot s   (every GDN state group)
 
 Rows 0..s are verified (`verify.verify`): m drafts are accepted, m + 1 tokens are output.
-Rollback keeps exactly the accepted prefix: the state after input n-s-1+m (slot m) is copied
-into slot 0, the state slot the next step reads; attention KV past the accepted prefix is
-simply overwritten later (masks never read past a query's position). Then the drafter:
+The accepted prefix is kept without a copy: the state after input n-s-1+m is in slot m, and the
+runner remembers m per request (`state_slot_index`), so the next step reads its initial state
+from slot m and writes its snapshots into slots 0..s again (every kernel reads the initial state
+before it writes a snapshot, so slot m may be overwritten by the same pass). A new or resumed
+request starts from slot 0. Attention KV past the accepted prefix is simply overwritten later
+(masks never read past a query's position). Then the drafter:
 context K/V for the n - s + m accepted inputs (target residual streams at the DFlash layers),
 and one query block [last output token, mask x k] at positions p .. p + k (p = the position
 of the last output token) whose k mask rows give the next drafts (greedy, as vLLM drafts).
@@ -64,6 +67,15 @@ class ModelRunner:
         self.block_size_tokens = pool.layout.block_size_tokens
         self.aux_layer_ids = tuple(drafter.config.target_layer_ids) if drafter is not None else ()
         self.graphs = None            # DecodeGraphs after `capture_decode_graphs`
+        self.state_slot_index: dict[str, int] = {}   # request -> its slot holding the accepted state
+
+    def state_index(self, sr: ScheduledRequest) -> int:
+        """Which of the request's state slots holds its state before this step."""
+        return 0 if sr.is_new or sr.num_computed_tokens == 0 else self.state_slot_index.get(sr.req_id, 0)
+
+    def _remember_states(self, reqs: list[ScheduledRequest], accepted: dict[str, int]) -> None:
+        for sr in reqs:
+            self.state_slot_index[sr.req_id] = accepted.get(sr.req_id, 0)
 
     def capture_decode_graphs(self, sizes: tuple[int, ...], max_model_len: int) -> int:
         """Capture the decode / verify step at `sizes` (runtime/decode_graphs.py); returns the
@@ -87,28 +99,12 @@ class ModelRunner:
             seq_lens=[sr.num_computed_tokens + sr.num_scheduled_tokens for sr in reqs],
             block_tables={g: [list(sr.block_ids[g]) for sr in reqs] for g in reqs[0].block_ids},
             block_size_tokens=self.block_size_tokens, causal=True,
-            state_in_slots={g: [sr.state_block_ids[g][0] for sr in reqs] for g in state_groups},
+            state_in_slots={g: [sr.state_block_ids[g][self.state_index(sr)] for sr in reqs] for g in state_groups},
             state_fresh=[sr.num_computed_tokens == 0 for sr in reqs],
             state_save_positions=[[sr.num_scheduled_tokens - len(sr.spec_token_ids) - 1 + j
                                    for j in range(len(sr.spec_token_ids) + 1)] for sr in reqs],
             state_save_slots={g: [list(sr.state_block_ids[g][:len(sr.spec_token_ids) + 1]) for sr in reqs]
                               for g in state_groups})
-
-    def _rollback(self, reqs: list[ScheduledRequest], accepted: dict[str, int]) -> None:
-        """Copy the state of the last accepted position (slot m) into slot 0."""
-        moves = [(sr, accepted[sr.req_id]) for sr in reqs if accepted.get(sr.req_id, 0) > 0]
-        if not moves:
-            return
-        pairs: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        for cache in self.state.values():
-            gid = cache.group_id
-            if gid not in pairs:
-                both = device_tensor([[sr.state_block_ids[gid][m] for sr, m in moves],
-                                      [sr.state_block_ids[gid][0] for sr, _ in moves]], self.device)
-                pairs[gid] = (both[0], both[1])
-            src, dst = pairs[gid]
-            for view in (cache.first, cache.second):
-                view.index_copy_(0, dst, view.index_select(0, src))
 
     def _draft(self, reqs: list[ScheduledRequest], batch: ForwardBatch, aux: torch.Tensor,
                sampled: dict[str, list[int]], accepted: dict[str, int]) -> dict[str, list[int]]:
@@ -154,12 +150,15 @@ class ModelRunner:
     @torch.inference_mode()
     def execute(self, out: SchedulerOutput, params: dict[str, SamplingParams],
                 generators: dict[str, torch.Generator], acceptance: AcceptanceModel | None) -> StepResult:
+        for rid in out.finished_req_ids + out.preempted_req_ids:
+            self.state_slot_index.pop(rid, None)
         reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
         result = StepResult()
         if not reqs:
             return result
         if self.graphs is not None and self.graphs.can_run(reqs):
             result = self.graphs.execute(reqs, params, generators, acceptance, result)
+            self._remember_states(reqs, {r: len(t) - 1 for r, t in result.sampled.items()})
             result.drafts = self._adjust_drafts(reqs, {r: len(t) - 1 for r, t in result.sampled.items()},
                                                 result.drafts)
             return result
@@ -192,8 +191,8 @@ class ModelRunner:
             del logits                     # before the drafter's own logits
         for sr in reqs:
             result.sampled.setdefault(sr.req_id, [])
-        # Phase 4: keep exactly the accepted prefix of the recurrent state.
-        self._rollback(reqs, accepted)
+        # Phase 4: the accepted prefix's recurrent state is in slot m: the next step reads it there.
+        self._remember_states(reqs, accepted)
         # Phase 5: the drafter.
         if self.drafter is not None:
             result.drafts = self._adjust_drafts(reqs, accepted, self._draft(reqs, batch, aux, result.sampled, accepted))

@@ -14,8 +14,9 @@ class ScheduledRequest:
     tokens first, then the draft tokens `spec_token_ids` to verify (the last
     len(spec_token_ids) positions, `spec_positions`). `block_ids[g]` is the full block table
     of attention group g (block i holds positions i*block_size ..); `state_block_ids[g]` are
-    the state slots of state group g this request may write: slot 0 holds the state after the
-    last accepted token, slots 1..k the states after each draft position. Align mode (plan mode
+    the state slots of state group g this request may write: slot 0 receives the state after
+    the last known token, slots 1..k the states after each draft position; the runtime reads the
+    next step's initial state from the slot of the last accepted position (no copy). Align mode (plan mode
     only; the runtime refuses it) gives instead the live blocks of vLLM's position-indexed state
     table in table order: 1 + k, or 2 + k while the previous block-boundary state is kept.
     """

@@ -158,3 +158,102 @@ def test_target_on_cuda_matches_cpu(tiny_checkpoints, dtype):
     print(f"{dtype}: rel err prefill {errs[0]:.2e} snapshot pass {errs[1]:.2e} saved states {errs[2]:.2e} "
           f"(bars {', '.join(f'{b:.2e}' for b in bars)})")
     assert all(e < b for e, b in zip(errs, bars)), (errs, bars)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_conv_kernel_matches_the_torch_conv_and_writes_the_saved_windows(dtype):
+    """conv_snapshots == causal_conv1d (SiLU output and every position's window) on random data,
+    one fresh sequence, a destination equal to its source slot, a strided conv pool, inputs as
+    a column view of a wider projection; blocks nothing saves keep their poison."""
+    from engine_under_test.model.gated_delta_net import causal_conv1d
+    from engine_under_test.model.gdn_conv_kernel import conv_snapshots
+
+    G, L, C, K, wide = 3, 9, 300, 4, 340
+    gen = torch.Generator(device="cuda").manual_seed(7)
+    proj = torch.randn(G, L, wide, generator=gen, device="cuda").to(dtype)
+    x = proj[..., 17:17 + C]                                   # channels contiguous, rows strided
+    weight = torch.randn(C, K, generator=gen, device="cuda").to(dtype)
+    num_blocks = 24
+    pool_full = torch.full((num_blocks, C, K + 1), float("nan"), device="cuda", dtype=dtype)
+    conv_pool = pool_full[:, :, :K - 1]
+    src, fresh = torch.tensor([2, 6, 9], device="cuda"), torch.tensor([False, True, False], device="cuda")
+    start = torch.randn(G, C, K - 1, generator=gen, device="cuda").to(dtype)
+    for n in range(G):
+        conv_pool[src[n]] = start[n]
+    saves = {0: [(0, 2), (4, 12), (L - 1, 13)], 1: [(L - 1, 6)], 2: [(t, 14 + t) for t in range(L)]}
+    dst = torch.zeros(G, L, dtype=torch.long, device="cuda")
+    save = torch.zeros(G, L, dtype=torch.int32, device="cuda")
+    for n, rows in saves.items():
+        for t, slot in rows:
+            dst[n, t], save[n, t] = slot, 1
+    ref_start = torch.where(fresh[:, None, None], 0, start)
+    ref_out, ref_states = causal_conv1d(x.double(), ref_start.double(), weight.double(), save_all_states=True)
+    out = conv_snapshots(x, weight, conv_pool, src, fresh, dst, save)
+    torch.cuda.synchronize()
+    assert out.shape == (G, L, C) and out.is_contiguous()
+    assert _rel(out, ref_out) < (1e-6 if dtype == torch.float32 else 1e-2)
+    for n, rows in saves.items():
+        for t, slot in rows:
+            assert torch.equal(conv_pool[slot].double().cpu(), ref_states[n, t].cpu()), (n, t)
+    written = {slot for rows in saves.values() for _, slot in rows} | set(src.tolist())
+    assert all(torch.isnan(conv_pool[b]).all() for b in range(num_blocks) if b not in written)
+    assert torch.isnan(pool_full[:, :, K - 1:]).all()
+
+
+def test_snapshot_kernel_reads_column_views_and_writes_into_out():
+    """q, k, v as column views of one [G, L, C] tensor and a preallocated `out` give the same
+    outputs and states as contiguous inputs."""
+    from engine_under_test.model.gdn_snapshots import gdn_snapshots
+
+    G, L, hk, hv, dk, dv = 2, 9, 4, 8, 128, 128
+    q, k, v, g, beta, s0 = _inputs(G, L, hk, hv, dk, dv, 3, torch.float32)
+    packed = torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1)
+    qv = packed[..., :hk * dk].unflatten(-1, (hk, dk))
+    kv = packed[..., hk * dk:2 * hk * dk].unflatten(-1, (hk, dk))
+    vv = packed[..., 2 * hk * dk:].unflatten(-1, (hv, dv))
+    assert not qv.is_contiguous()
+    pools = [torch.zeros(8, hv, dv, dk, device="cuda") for _ in range(2)]
+    for pool in pools:
+        pool[1], pool[2] = s0[0].transpose(-1, -2), s0[1].transpose(-1, -2)
+    src, fresh = torch.tensor([1, 2], device="cuda"), torch.tensor([False, False], device="cuda")
+    dst = torch.tensor([[1] + [3] * (L - 1), [2] + [4] * (L - 1)], device="cuda")
+    save = torch.zeros(G, L, dtype=torch.int32, device="cuda")
+    save[:, 0] = save[:, L - 1] = 1
+    ref = gdn_snapshots(q, k, v, g, beta, pools[0], src, fresh, dst, save)
+    out = torch.full_like(ref, float("nan"))
+    got = gdn_snapshots(qv, kv, vv, g, beta, pools[1], src, fresh, dst, save, out=out)
+    torch.cuda.synchronize()
+    assert got.data_ptr() == out.data_ptr()
+    assert torch.equal(got, ref) and torch.equal(pools[0], pools[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_snapshot_kernel_computes_the_layers_gates_from_raw_projections(dtype):
+    """gates=(A_log, dt_bias) with the raw a / b projections == the layer's torch gates
+    (g = -exp(A_log) softplus(a + dt_bias), beta = sigmoid(b) in the model dtype), a values past
+    softplus's threshold of 20 included."""
+    import torch.nn.functional as F
+
+    from engine_under_test.model.gdn_snapshots import gdn_snapshots
+
+    G, L, hk, hv, dk, dv = 2, 9, 4, 8, 128, 128
+    q, k, v, _, _, s0 = _inputs(G, L, hk, hv, dk, dv, 5, dtype)
+    gen = torch.Generator(device="cuda").manual_seed(11)
+    a_raw = (4 * torch.randn(G, L, hv, generator=gen, device="cuda")).to(dtype)
+    a_raw[0, 0, 0] = 25.0
+    b_raw = torch.randn(G, L, hv, generator=gen, device="cuda").to(dtype)
+    A_log = torch.randn(hv, generator=gen, device="cuda").to(dtype)
+    dt_bias = torch.randn(hv, generator=gen, device="cuda").to(dtype)
+    g = -A_log.float().exp() * F.softplus(a_raw.float() + dt_bias)
+    beta = b_raw.sigmoid()
+    pools = [torch.zeros(6, hv, dv, dk, device="cuda") for _ in range(2)]
+    for pool in pools:
+        pool[1], pool[2] = s0[0].transpose(-1, -2), s0[1].transpose(-1, -2)
+    src, fresh = torch.tensor([1, 2], device="cuda"), torch.tensor([False, False], device="cuda")
+    dst = torch.tensor([[1] * L, [2] * L], device="cuda")
+    save = torch.zeros(G, L, dtype=torch.int32, device="cuda")
+    save[:, L - 1] = 1
+    ref = gdn_snapshots(q, k, v, g, beta, pools[0], src, fresh, dst, save)
+    got = gdn_snapshots(q, k, v, a_raw, b_raw, pools[1], src, fresh, dst, save, gates=(A_log, dt_bias))
+    torch.cuda.synchronize()
+    assert _rel(got, ref) < 1e-5 and _rel(pools[1], pools[0]) < 1e-5

@@ -16,7 +16,7 @@ import pytest
 
 from conformance.paths import MODELS_DIR
 from engine_under_test.config import EngineConfig, SpeculativeConfig
-from engine_under_test.memory.planner import (GRAPH_POOL_BYTES, NUM_NULL_BLOCKS, MemoryRefusal, activation_bytes,
+from engine_under_test.memory.planner import (GRAPH_POOL_BASE_BYTES, NUM_NULL_BLOCKS, MemoryRefusal, activation_bytes,
                                               layer_category, plan_memory, weights_bytes, workspace_bytes)
 from engine_under_test.shapes import DTYPE_SIZE_BYTES, read_draft_shape, read_target_shape
 
@@ -85,7 +85,7 @@ def test_beside_pool_figures():
     assert (activation_bytes(cfg, t) - logits) % cfg.max_num_batched_tokens == 0
     assert per_token >= DTYPE_SIZE_BYTES[t.dtype] * (2 * t.hidden_size + 2 * t.intermediate_size)
     g = t.gdn
-    assert workspace_bytes(cfg, t) == cfg.max_num_batched_tokens * g.num_v_heads * g.head_v_dim * 8 + GRAPH_POOL_BYTES
+    assert workspace_bytes(cfg, t) == cfg.max_num_batched_tokens * g.num_v_heads * g.head_v_dim * 8 + _graph_bytes(cfg, t)
 
 
 def test_pool_shares_sum_to_the_pool_and_name_their_category():
@@ -130,7 +130,7 @@ def test_a_target_without_gdn_layers_has_no_kernel_scratch():
 
     cfg = _cfg()
     t = dataclasses.replace(read_target_shape(cfg.model), gdn=None)
-    assert workspace_bytes(cfg, t) == GRAPH_POOL_BYTES
+    assert workspace_bytes(cfg, t) == _graph_bytes(cfg, t)
     a = t.attention
     widest = max(2 * t.intermediate_size, t.num_attention_heads * a.head_dim * 2 + 2 * a.num_kv_heads * a.head_dim)
     rows = cfg.max_num_seqs * (1 + 8)
@@ -163,3 +163,9 @@ def test_activations_take_the_widest_projection(widest):
     if widest == "gdn":
         t = dataclasses.replace(t, gdn=dataclasses.replace(g, head_k_dim=8 * g.head_k_dim, head_v_dim=8 * g.head_v_dim))
     assert activation_bytes(cfg, t) == _activation_formula(cfg, t)
+
+
+def _graph_bytes(cfg, t) -> int:
+    """The graphs' logits buffer (max_num_seqs x (1 + k) rows of the vocabulary) plus the base."""
+    return GRAPH_POOL_BASE_BYTES + cfg.max_num_seqs * (1 + cfg.num_speculative_tokens) * t.vocab_size * (
+        2 if t.dtype in ("bfloat16", "float16") else 4)
