@@ -16,6 +16,9 @@ from conformance.observation import strip_volatile
 
 GOLDEN_FORMAT = 1
 HEADER_FIELDS = ("schema_version", "case_id", "status", "message")
+# `assumed`: the figures an adapter planned with in place of a device measurement, each with its
+# value and source (only observations that used one carry it).
+PROVENANCE_FIELDS = ("functions", "overrides", "glue", "mapping", "assumed")
 
 
 class GoldenFormatError(ConformanceError):
@@ -49,7 +52,7 @@ def golden_view(obs: dict[str, Any], sections: Iterable[str]) -> dict[str, Any]:
     view["engine"] = obs["engine"]
     view["device_profile"] = obs["device"]["profile"]
     prov = obs.get("provenance", {})
-    view["provenance"] = {k: prov.get(k) for k in ("functions", "overrides", "glue", "mapping") if k in prov}
+    view["provenance"] = {k: prov.get(k) for k in PROVENANCE_FIELDS if k in prov}
     for s in sections:
         view[s] = obs.get(s)
     return view

@@ -1,9 +1,9 @@
 """The SGLang 0.5.23 plan adapter, through the real subprocess path (`runner.plan_cases`).
 
 One SGLang process plans every shipped case (the 27B seed cases traced on their full pools, whose
-storage is never materialised), then A, B, A again (isolation), three traced cases again
-(determinism), plus cases written here (a method SGLang lacks, the gpu_memory_utilization form, a lone
-request): ~60 s, ~1.5 GB.
+storage is never materialised), then A, B, A again (isolation), traced cases again (determinism),
+plus cases written here (a method SGLang lacks, a lone request, a byte-budget case planned right
+after a gpu_memory_utilization one): ~60 s, ~1.5 GB.
 Expected numbers come from SGLang's own code (the observation) checked against independent
 arithmetic on the shapes' config.json, never from constants typed here.
 """
@@ -32,6 +32,8 @@ RETRACTS = "tiny-sglang-retract"  # SGLang's retract_decode sends a running requ
 SEED_CASES = ("seed-unified-pool-c32-k8", "seed-draft-kv-c8", "seed-draft-kv-c32")
 MIB_BYTES = 1 << 20
 # Traced through SGLang's mamba extra buffer (hybrid model, radix cache on) or a non-DFLASH decode path.
+UTILIZATION = "tiny-dflash-c4-k8-util"
+UTILIZATION_REFUSED = "qwen35-27b-c32-k8-h100-util"   # the 27B weights leave SGLang's static fraction no KV room
 NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-pressure-align-admission",
                 "tiny-pressure-align-preempt", "drafting-table-eagle3", "drafting-table-draft_model",
                 "drafting-table-ngram", "drafting-table-mtp")
@@ -62,17 +64,15 @@ def planned(tmp_path_factory) -> dict:
     shipped = load_all()
     by_id = {c.id: c for c in shipped}
     lacking = load_case(_variant(tmp, "tiny-dflash-c4-k8", "tmp-pard", lambda d: d["speculative"].update(method="pard")))
-    util = load_case(_variant(tmp, "tiny-dflash-c4-k8", "tmp-util",
-                              lambda d: d.update(memory={"gpu_memory_utilization": 0.9})))
     lone = load_case(_variant(tmp, TRACED, "tmp-lone", lambda d: d["workload"].update(num_requests=1)))
     order = shipped + [by_id[ISOLATION_B], by_id[ISOLATION_A], by_id[TRACED], by_id[SYNTHETIC_MEAN], by_id[EAGLE],
-                       lone, lacking, util]
+                       lone, lacking, by_id[UTILIZATION], by_id[TRACED]]
     obs = plan_cases(resolve_engine("sglang"), order)
     assert len(obs) == len(order)
     n = len(shipped)
     return {"cases": by_id, "shipped": obs[:n], "repeat_b": obs[n], "repeat_a": obs[n + 1],
             "repeats": {TRACED: obs[n + 2], SYNTHETIC_MEAN: obs[n + 3], EAGLE: obs[n + 4]},
-            "lone": (lone.spec, obs[n + 5]), "lacking": obs[-2], "util": obs[-1]}
+            "lone": (lone.spec, obs[n + 5]), "lacking": obs[n + 6], "after_util": obs[n + 8]}
 
 
 def _by_id(planned: dict, case_id: str) -> dict:
@@ -132,7 +132,7 @@ def test_cell_sizes_match_the_shapes(planned):
 
 def test_ledger_fills_the_bound(planned):
     for obs in planned["shipped"]:
-        if obs["status"] != "ok":
+        if obs["status"] != "ok" or "gpu_memory_utilization" in planned["cases"][obs["case_id"]].spec["memory"]:
             continue
         mem = obs["memory"]
         inside = sum(v for k, v in mem["ledger_bytes"].items() if k not in mem["outside_bound"])
@@ -162,10 +162,62 @@ def test_method_sglang_lacks_is_refused_in_its_words(planned):
     assert "Unknown speculative algorithm name: pard" in obs["message"]
 
 
-def test_gpu_memory_utilization_is_refused_in_plan_mode(planned):
-    obs = planned["util"]
+def test_gpu_memory_utilization_is_mem_fraction_static(planned):
+    """SGLang sizes the pools from the memory free on the profile's device: KV budget <= what the
+    weights leave less SGLang's non-static share; the pools fit the budget; the weights and the
+    pools fit the case's bound."""
+    from conformance.devices import get_profile
+
+    case = planned["cases"][UTILIZATION].spec
+    obs = _by_id(planned, UTILIZATION)
+    assert obs["status"] == "ok", obs["message"]
+    prov, mem = obs["provenance"], obs["memory"]
+    fraction = case["memory"]["gpu_memory_utilization"]
+    assert prov["mapping"]["memory.gpu_memory_utilization"]["mem_fraction_static"] == fraction
+    assert prov["resolved"]["mem_fraction_static"] == fraction
+    u = prov["utilization"]
+    total = get_profile(case["device"]).total_memory_bytes
+    assert u["total_memory_bytes"] == total and u["mem_fraction_static"] == fraction
+    assert u["weights_bytes"] == u["target_weights_bytes"] + u["draft_weights_bytes"] == mem["ledger_bytes"]["weights"]
+    gib = 1 << 30
+    assert math.isclose(u["pre_model_load_memory_gb"] * gib, total - u["init_used_bytes"])
+    assert math.isclose(u["available_gpu_memory_gb"] * gib, total - u["init_used_bytes"] - u["weights_bytes"])
+    # SGLang's slack is at least (1 - fraction) of the pre-load memory.
+    assert u["kv_budget_gb"] <= u["available_gpu_memory_gb"] - u["pre_model_load_memory_gb"] * (1 - fraction) + 1e-9
+    pools = sum(mem["ledger_bytes"][k] for k in ("attention_kv", "draft_kv", "recurrent_state", "intermediate_state"))
+    assert pools <= u["kv_budget_gb"] * gib
+    assert mem["bound_bytes"] == int(fraction * total)
+    inside = sum(v for k, v in mem["ledger_bytes"].items() if k not in mem["outside_bound"])
+    assert inside <= mem["bound_bytes"]
+    assert mem["outside_bound"] == ["cuda_context", "req_to_token"]
+    assumed = {f["name"]: f for f in prov["assumed"]}
+    assert assumed["init_used_bytes"]["value_bytes"] == u["init_used_bytes"] == mem["ledger_bytes"]["cuda_context"]
+    assert all(f["source"] for f in assumed.values())
+    assert {"KVCacheConfigurator._profile_available_bytes", "sglang.srt.model_loader.get_model"} <= set(prov["functions"])
+    assert {"emulated free memory", "weights on the meta device"} <= {g["name"] for g in prov["glue"]}
+
+
+def test_gpu_memory_utilization_weights_hold_the_shapes_largest_tensors(planned):
+    case = planned["cases"][UTILIZATION]
+    cfg = json.loads((case.target_dir / "config.json").read_text())
+    hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    mlp = cfg["num_hidden_layers"] * 3 * hidden * cfg["intermediate_size"]
+    u = _by_id(planned, UTILIZATION)["provenance"]["utilization"]
+    assert u["target_weights_bytes"] >= 2 * (2 * vocab * hidden + mlp)
+    assert 0 < u["draft_weights_bytes"] < u["target_weights_bytes"]
+
+
+def test_gpu_memory_utilization_refusal_is_sglangs(planned):
+    obs = _by_id(planned, UTILIZATION_REFUSED)
     assert obs["status"] == "refused"
-    assert "gpu_memory_utilization" in obs["message"]
+    assert "Loaded weights leave no GPU memory for the KV cache" in obs["message"]
+
+
+def test_byte_budget_plan_after_a_utilization_plan_is_unchanged(planned):
+    """Sizing from the device's memory leaves no state behind (process groups, patched probes)."""
+    first = observation.strip_volatile(_by_id(planned, TRACED))
+    again = observation.strip_volatile(planned["after_util"])
+    assert json.dumps(first, sort_keys=True) == json.dumps(again, sort_keys=True)
 
 
 def _traced(planned: dict) -> list[dict]:

@@ -17,7 +17,8 @@ from conformance.cases import load_all, select
 
 pytestmark = pytest.mark.oracle
 
-CASE_PATTERNS = ["tiny-*", "drafting-table-*", "seed-unified-pool-c32-k8"]
+UTILIZATION_CASES = ["tiny-dflash-c4-k8-util", "qwen35-27b-c32-k8-h100-util"]
+CASE_PATTERNS = ["tiny-*", "drafting-table-*", "seed-unified-pool-c32-k8", *UTILIZATION_CASES]
 
 
 # Cases vLLM (or plan mode) must refuse, written next to the test's tmp dir.
@@ -25,8 +26,8 @@ REFUSED = {
     # max_num_batched_tokens <= num_lookahead_tokens (k + 1 = 9): VllmConfig refuses.
     "refused-budget-below-lookahead": {"scheduler": {"max_num_seqs": 4, "max_model_len": 2048,
                                                      "max_num_batched_tokens": 8}},
-    # utilization needs a profiling run: the adapter refuses.
-    "refused-gpu-utilization": {"memory": {"gpu_memory_utilization": 0.9}},
+    # all of the device's memory, where the CUDA context already holds some: request_memory refuses.
+    "refused-utilization-above-free": {"memory": {"gpu_memory_utilization": 1.0}},
 }
 
 
@@ -114,16 +115,28 @@ def test_drafting_table_rows(planned):
             assert o["budget"]["parallel_drafting"] is True
 
 
+def _kv_budget_bytes(case, o) -> int:
+    """The bytes vLLM's KV planner received: the case's bound, or what the worker derived."""
+    if "kv_cache_bytes" in case.spec["memory"]:
+        return case.spec["memory"]["kv_cache_bytes"]
+    return o["provenance"]["utilization"]["available_kv_cache_memory_bytes"]
+
+
 def test_memory_ledger_and_pool(planned):
     for case, o in _ok(planned):
         m = o["memory"]
         pool = m["pool"]
-        assert m["bound_bytes"] == case.spec["memory"]["kv_cache_bytes"]
-        assert m["outside_bound"] == []
+        budget = _kv_budget_bytes(case, o)
+        beside = {"weights", "workspace", "activations", "cuda_graphs", "cuda_context"}
+        pool_ledger = {k: v for k, v in m["ledger_bytes"].items() if k not in beside}
+        if "kv_cache_bytes" in case.spec["memory"]:
+            assert m["bound_bytes"] == budget
+            assert m["outside_bound"] == []
+            assert set(m["ledger_bytes"]) == set(pool_ledger)
         assert pool["unified"] is True
-        assert pool["size_bytes"] == pool["num_blocks"] * pool["bytes_per_block"] <= m["bound_bytes"]
-        assert m["bound_bytes"] - pool["size_bytes"] < pool["bytes_per_block"]
-        assert sum(m["ledger_bytes"].values()) == pool["num_blocks"] * pool["bytes_per_block"]
+        assert pool["size_bytes"] == pool["num_blocks"] * pool["bytes_per_block"] <= budget
+        assert budget - pool["size_bytes"] < pool["bytes_per_block"]
+        assert sum(pool_ledger.values()) == pool["num_blocks"] * pool["bytes_per_block"]
         assert pool["bytes_per_block"] % pool["page_size_bytes"] == 0
         per_seq_blocks = sum(g["blocks_per_sequence"] for g in pool["groups"])
         assert math.isclose(m["max_concurrency"], pool["num_blocks"] / per_seq_blocks)
@@ -135,6 +148,80 @@ def test_memory_ledger_and_pool(planned):
         # align mode keeps 2 + k slots, and one prefill checkpoint block where the GDN layers export them
         expect_slots = (2 + int(checkpoint is not None) if case.spec["cache"]["prefix_caching"] else 1) + k
         assert m["per_sequence"]["state_slots"] == expect_slots
+
+
+def _gpu_memory_utilization(planned):
+    cases, obs, _, _ = planned
+    by_id = {o["case_id"]: o for o in obs}
+    return [(cases[cid], by_id[cid]) for cid in UTILIZATION_CASES]
+
+
+def test_utilization_kv_bytes_fit_what_the_device_leaves(planned):
+    """KV bytes <= total x utilization - weights - what vLLM reserves beside the pool; every figure
+    the worker derived is consistent with the others and with the profile and the case."""
+    from conformance.devices import get_profile
+
+    for case, o in _gpu_memory_utilization(planned):
+        assert o["status"] == "ok", o["message"]
+        u, m = o["provenance"]["utilization"], o["memory"]
+        total = get_profile(case.spec["device"]).total_memory_bytes
+        util = case.spec["memory"]["gpu_memory_utilization"]
+        assert u["total_memory_bytes"] == total
+        assert u["requested_memory_bytes"] == m["bound_bytes"] == math.ceil(total * util)
+        assert u["weights_bytes"] == u["target_weights_bytes"] + u["draft_weights_bytes"] == m["ledger_bytes"]["weights"]
+        assert u["non_kv_cache_memory_bytes"] == u["total_consumed_bytes"] + u["transient_peak_headroom_bytes"]
+        assert u["total_consumed_bytes"] >= u["weights_bytes"]
+        assert u["available_kv_cache_memory_bytes"] == (u["requested_memory_bytes"] - u["non_kv_cache_memory_bytes"]
+                                                        - u["cudagraph_memory_estimate_applied_bytes"])
+        assert m["pool"]["size_bytes"] <= u["available_kv_cache_memory_bytes"] <= total * util - u["weights_bytes"]
+        # Everything vLLM holds inside its requested memory fits it; the init usage sits outside.
+        assert m["outside_bound"] == ["cuda_context"]
+        inside = sum(v for k, v in m["ledger_bytes"].items() if k not in m["outside_bound"])
+        assert inside <= m["bound_bytes"]
+        assert m["ledger_bytes"]["cuda_context"] == u["init_used_bytes"] > 0
+
+
+def test_utilization_weights_hold_the_shapes_largest_tensors(planned):
+    """The weights vLLM's model classes hold are at least the bf16 embedding, lm_head and MLPs of the
+    target's config.json; the draft adds less than the target."""
+    import json
+
+    for case, o in _gpu_memory_utilization(planned):
+        cfg = json.loads((case.target_dir / "config.json").read_text())
+        hidden, vocab = cfg["hidden_size"], cfg["vocab_size"]
+        mlp = cfg["num_hidden_layers"] * 3 * hidden * cfg["intermediate_size"]
+        u = o["provenance"]["utilization"]
+        assert u["target_weights_bytes"] >= 2 * (2 * vocab * hidden + mlp)
+        assert 0 < u["draft_weights_bytes"] < u["target_weights_bytes"]
+
+
+def test_utilization_assumed_figures_are_named_with_their_sources(planned):
+    for case, o in _gpu_memory_utilization(planned):
+        prov = o["provenance"]
+        assumed = {f["name"]: f for f in prov["assumed"]}
+        assert set(assumed) == {"init_used_bytes", "other_consumed_bytes", "activation_peak_bytes",
+                                "cudagraph_memory_bytes"}
+        for f in assumed.values():
+            assert isinstance(f["value_bytes"], int) and f["value_bytes"] >= 0 and f["source"]
+        u = prov["utilization"]
+        assert u["init_used_bytes"] == assumed["init_used_bytes"]["value_bytes"]
+        assert u["transient_peak_headroom_bytes"] == assumed["activation_peak_bytes"]["value_bytes"]
+        assert u["cudagraph_memory_estimate_bytes"] == assumed["cudagraph_memory_bytes"]["value_bytes"]
+        assert u["total_consumed_bytes"] - u["weights_bytes"] == assumed["other_consumed_bytes"]["value_bytes"]
+        assert prov["mapping"]["memory.gpu_memory_utilization"]["value"] == case.spec["memory"]["gpu_memory_utilization"]
+        assert {"vllm.v1.worker.utils.request_memory", "vllm.v1.worker.gpu_worker.Worker.determine_available_memory",
+                "vllm.utils.mem_utils.memory_profiling"} <= set(prov["functions"])
+        assert {"emulated device", "emulated worker", "weights on the meta device"} <= {g["name"] for g in prov["glue"]}
+
+
+def test_utilization_trace_is_the_byte_budget_cases(planned):
+    """A pool far larger than the workload needs schedules as the byte-budget case does (deriving the
+    bytes leaves the config the trace runs on as it was)."""
+    cases, obs, _, _ = planned
+    by_id = {o["case_id"]: o for o in obs}
+    util, kv = by_id["tiny-dflash-c4-k8-util"], by_id["tiny-dflash-c4-k8"]
+    assert util["budget"] == kv["budget"]
+    assert util["trace"] == kv["trace"]
 
 
 def test_trace_within_budget_and_completes(planned):
@@ -163,7 +250,8 @@ def test_provenance_names_overrides_and_glue(planned):
         glue = {g["name"] for g in prov["glue"]}
         assert {"scheduler loop", "fake ModelRunnerOutput", "hand-built KV specs", "ledger attribution"} <= glue
         assert "vllm.v1.core.kv_cache_planning.get_kv_cache_configs" in prov["functions"]
-        assert prov["mapping"]["memory.kv_cache_bytes"]["value"] == case.spec["memory"]["kv_cache_bytes"]
+        if "kv_cache_bytes" in case.spec["memory"]:
+            assert prov["mapping"]["memory.kv_cache_bytes"]["value"] == case.spec["memory"]["kv_cache_bytes"]
 
 
 def test_deterministic(planned):
@@ -178,9 +266,10 @@ def test_refusals_carry_the_refusers_words(planned):
     assert below["status"] == "refused" and below["refusal"]["by"] == "vllm"
     # vLLM's own wording (VllmConfig._set_max_num_scheduled_tokens), not the adapter's.
     assert "does not have enough slots" in below["message"] and "num_lookahead_tokens=9" in below["message"]
-    util = refused["refused-gpu-utilization"]
-    assert util["status"] == "refused" and util["refusal"]["by"] == "adapter"
-    assert "gpu_memory_utilization" in util["message"] and util["budget"] is None
+    # vLLM's own wording (vllm.v1.worker.utils.request_memory): the CUDA context leaves less free.
+    util = refused["refused-utilization-above-free"]
+    assert util["status"] == "refused" and util["refusal"]["by"] == "vllm"
+    assert "is less than desired GPU memory utilization (1.0" in util["message"] and util["budget"] is None
 
 
 def _override(obs, name):

@@ -15,9 +15,13 @@ What SGLang has and has not, as the observation reports it:
   (KV capacity, the mamba state cache); when it is below max_num_seqs, `message` carries
   SGLang's own log line.
 - Memory: the case's kv_cache_bytes stands in for the profiler's measured KV budget (see
-  `sglang_sizing`). The gpu_memory_utilization form needs the loaded weights' bytes, which SGLang
-  only learns by loading them on the device (`_profile_available_bytes`): plan mode refuses it
-  with a message saying so. SGLang's default pools are separate allocations (target KV, draft KV,
+  `sglang_sizing`). The gpu_memory_utilization form is SGLang's `mem_fraction_static`: SGLang's own
+  `_resolve_memory_pool_config` sizes the pools from the free memory it would find on the profile's
+  device (`sglang_utilization`: the weights from SGLang's model classes built on the meta device, the
+  init usage an assumed figure, listed with its source in `provenance.assumed`, SGLang's figures in
+  `provenance.utilization`); the ledger then adds `weights`, and `cuda_context` (which SGLang's
+  fraction, applied to the memory free before the weights load, does not cover) is listed in
+  `outside_bound`. SGLang's default pools are separate allocations (target KV, draft KV,
   mamba state + verify scratch), all carved from the one budget; `req_to_token` is allocated beside
   it and listed in `outside_bound`.
 
@@ -40,7 +44,13 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import observation
-from conformance.adapters.sglang import knobs as sglang_knobs, platform as sglang_platform, sizing as sglang_sizing, trace as sglang_trace
+from conformance.adapters.sglang import (
+    knobs as sglang_knobs,
+    platform as sglang_platform,
+    sizing as sglang_sizing,
+    trace as sglang_trace,
+    utilization as sglang_utilization,
+)
 from conformance.devices import bound_bytes, get_profile
 
 ENGINE = "sglang"
@@ -147,22 +157,30 @@ def _memory(case: dict[str, Any], sizing: sglang_sizing.Sizing, req_to_token_byt
     }
 
 
+def _add_utilization(memory: dict[str, Any], util: sglang_utilization.Utilization) -> None:
+    """Weights beside the pools; the init usage outside what mem_fraction_static covers."""
+    memory["ledger_bytes"]["weights"] = util.weights.total_bytes
+    memory["ledger_bytes"]["cuda_context"] = util.init_used_bytes
+    memory["outside_bound"] = sorted(set(memory["outside_bound"]) | {"cuda_context"})
+
+
 def plan(case: dict[str, Any]) -> dict[str, Any]:
     profile = get_profile(case["device"])
     obs = observation.new(case["id"], ENGINE, engine_version(), MODE, case["device"])
     obs["device"]["hardware"] = profile.hardware
-    if "gpu_memory_utilization" in case["memory"]:
-        return _refused(case, (
-            "plan mode cannot size SGLang's pools from gpu_memory_utilization: SGLang derives the KV budget "
-            "from free device memory after loading the weights (KVCacheConfigurator._profile_available_bytes), "
-            "a figure only a run on the device gives; give memory.kv_cache_bytes instead"))
     try:
         kwargs, mapping = sglang_knobs.server_args_kwargs(case, sglang_platform.DEVICE)
     except sglang_knobs.Unsupported as exc:
         return _refused(case, str(exc))
     budget_bytes = bound_bytes(case)
-    mapping["memory.kv_cache_bytes"] = {"KV budget bytes": budget_bytes,
-                                        "note": "replaces the profiler's measured budget (free memory after weights minus slack)"}
+    fraction = case["memory"].get("gpu_memory_utilization")
+    if fraction is None:
+        mapping["memory.kv_cache_bytes"] = {"KV budget bytes": budget_bytes, "note": (
+            "replaces the profiler's measured budget (free memory after weights minus slack)")}
+    else:
+        kwargs["mem_fraction_static"] = fraction
+        mapping["memory.gpu_memory_utilization"] = {"mem_fraction_static": fraction, "note": (
+            "SGLang's static fraction (weights + pools) of the memory free before the weights load")}
     try:
         sglang_platform.platform_facts(profile)
     except sglang_platform.ProfileUnsupported as exc:
@@ -174,13 +192,27 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
             return _refused(case, f"{type(exc).__name__}: {exc}", provenance={
                 "functions": ["sglang.srt.server_args.ServerArgs.resolve_once"], "overrides": overrides,
                 "glue": [], "mapping": mapping})
+        util = None
         try:
-            sizing = sglang_sizing.size_pools(server_args, budget_bytes, sglang_platform.DEVICE)
+            if fraction is None:
+                sizing = sglang_sizing.size_pools(server_args, budget_bytes, sglang_platform.DEVICE)
+            else:
+                sizing, util = sglang_utilization.size_pools_from_fraction(server_args, profile, sglang_platform.DEVICE)
         except (ValueError, RuntimeError) as exc:
-            return _refused(case, f"{type(exc).__name__}: {exc}", provenance={
-                "functions": list(sglang_sizing.FUNCTIONS), "overrides": overrides, "glue": [], "mapping": mapping})
+            provenance = {"functions": list(sglang_sizing.FUNCTIONS), "overrides": overrides, "glue": [],
+                          "mapping": mapping}
+            if fraction is not None:   # SGLang refused on the emulated device's figures
+                provenance["functions"] += list(sglang_utilization.FUNCTIONS)
+                provenance["glue"] = [dict(g) for g in sglang_utilization.GLUE]
+                provenance["assumed"] = [f.to_json() for f in sglang_utilization.assumed.FIGURES.values()]
+                if isinstance(exc, sglang_utilization.Refused):
+                    provenance["utilization"] = exc.figures
+            name = exc.exception_type if isinstance(exc, sglang_utilization.Refused) else type(exc).__name__
+            return _refused(case, f"{name}: {exc}", provenance=provenance)
         obs["budget"] = _budget(case, resolved, sizing)
         obs["memory"] = _memory(case, sizing, _req_to_token_bytes(sizing))
+        if util is not None:
+            _add_utilization(obs["memory"], util)
         trace_note = _trace(obs, server_args, sizing, case)
     notes = []
     if sizing.max_running_requests < obs["budget"]["max_num_seqs"]:
@@ -203,6 +235,11 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
             "disable_overlap_schedule", "mamba_radix_cache_strategy", "page_size", "linear_attn_backend")},
         "log_warnings": sizing.log_lines,
     }
+    if util is not None:
+        obs["provenance"]["functions"] += list(sglang_utilization.FUNCTIONS)
+        obs["provenance"]["glue"] += [dict(g) for g in sglang_utilization.GLUE]
+        obs["provenance"]["assumed"] = [f.to_json() for f in util.figures]
+        obs["provenance"]["utilization"] = util.to_json()
     obs["provenance"].update(trace_note["provenance"])
     if obs["trace"] is not None:
         obs["provenance"]["functions"] += list(sglang_trace.FUNCTIONS)

@@ -14,13 +14,16 @@ pieces a ModelRunner would hand it (spec aux config, layer info, KV dtype), and 
 `budget_bytes` stands in for what the profiler measures (free memory after weights, minus the
 non-static slack): the case's kv_cache_bytes. Returns a `Sizing`; the WARNING lines SGLang logs
 while sizing (the "capped ... by the mamba state cache" line among them) are in `log_lines`.
+A gpu_memory_utilization case runs the profiler's own `_resolve_memory_pool_config` instead
+(conformance.adapters.sglang.utilization); both build the `Sizing` with `build_sizing`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 GIB_BYTES = 1 << 30
 FUNCTIONS = (
@@ -123,35 +126,33 @@ def _target_cell_bytes(kvc: Any, pool_configurator: Any) -> int:
     return int(pool_configurator._compute_cell_size(kvc, num_layers))
 
 
-def size_pools(server_args: Any, budget_bytes: int, device: str) -> Sizing:
-    from sglang.srt import runtime_context
-    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang.srt.runtime_context import get_schedule
-
-    # Re-publish first: it drops the previous plan's config-bag overrides (and logs that it did,
-    # a line about the previous case, so the capture starts after it).
-    runtime_context.publish(server_args, role="scheduler")
+@contextlib.contextmanager
+def captured_warnings() -> Iterator[_Capture]:
+    """The WARNING lines SGLang logs inside the block, in `.lines`."""
     capture = _Capture()
     sglang_logger = logging.getLogger("sglang")
     sglang_logger.addHandler(capture)
     try:
-        kvc = build_configurator(server_args, device)
-        budget_gb = budget_bytes / GIB_BYTES
-        is_hybrid = kvc.mambaish_config is not None
-        rest_gb = kvc._handle_max_mamba_cache(budget_gb) if is_hybrid else budget_gb
-        config = kvc.config_from_budget(int(rest_gb * GIB_BYTES))
-        config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
-        pool_configurator = create_memory_pool_configurator(kvc)
-        config = pool_configurator.finalize_with_max_running_requests(config)
+        yield capture
     finally:
         sglang_logger.removeHandler(capture)
+
+
+def build_sizing(kvc: Any, config: Any, budget_gb: float, rest_gb: float, log_lines: list[str]) -> Sizing:
+    """The Sizing record of SGLang's pool config; `budget_gb` -> `rest_gb` is what _handle_max_mamba_cache
+    took for the state slots and the verify scratch (equal for a model without mamba layers)."""
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+    from sglang.srt.runtime_context import get_schedule
+
+    pool_configurator = create_memory_pool_configurator(kvc)   # its __init__ computes the cell size
     cell = int(getattr(pool_configurator, "_cell_size"))
     target_cell = _target_cell_bytes(kvc, pool_configurator)
+    is_hybrid = kvc.mambaish_config is not None
     sizing = Sizing(
         kvc=kvc, pool_config=config, page_size_tokens=int(get_schedule().page_size),
         max_total_num_tokens=int(config.max_total_num_tokens), max_running_requests=int(config.max_running_requests),
         kv_bytes_per_token=cell, target_kv_bytes_per_token=target_cell, draft_kv_bytes_per_token=cell - target_cell,
-        is_hybrid=is_hybrid, log_lines=capture.lines)
+        is_hybrid=is_hybrid, log_lines=log_lines)
     if is_hybrid:
         per_slot = int(kvc.mambaish_config.mamba2_cache_params.mamba_cache_per_req)
         slots = int(get_schedule().max_mamba_cache_size)
@@ -163,3 +164,21 @@ def size_pools(server_args: Any, budget_bytes: int, device: str) -> Sizing:
         # What _handle_max_mamba_cache took from the budget beyond the state slots.
         sizing.intermediate_state_bytes = max(round((budget_gb - rest_gb) * GIB_BYTES) - state_bytes, 0)
     return sizing
+
+
+def size_pools(server_args: Any, budget_bytes: int, device: str) -> Sizing:
+    from sglang.srt import runtime_context
+    from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
+
+    # Re-publish first: it drops the previous plan's config-bag overrides (and logs that it did,
+    # a line about the previous case, so the capture starts after it).
+    runtime_context.publish(server_args, role="scheduler")
+    with captured_warnings() as capture:
+        kvc = build_configurator(server_args, device)
+        budget_gb = budget_bytes / GIB_BYTES
+        is_hybrid = kvc.mambaish_config is not None
+        rest_gb = kvc._handle_max_mamba_cache(budget_gb) if is_hybrid else budget_gb
+        config = kvc.config_from_budget(int(rest_gb * GIB_BYTES))
+        config.max_running_requests = kvc.resolve_max_num_reqs(config.max_total_num_tokens)
+        config = create_memory_pool_configurator(kvc).finalize_with_max_running_requests(config)
+    return build_sizing(kvc, config, budget_gb, rest_gb, capture.lines)

@@ -118,8 +118,16 @@ def speculative_knobs(case: dict[str, Any]) -> dict[str, Any]:
     return knobs
 
 
+def memory_knobs(case: dict[str, Any]) -> dict[str, Any]:
+    """The case's memory bound as vLLM's knob: kv_cache_memory_bytes, or gpu_memory_utilization."""
+    mem = case["memory"]
+    if "kv_cache_bytes" in mem:
+        return {"kv_cache_memory_bytes": mem["kv_cache_bytes"]}
+    return {"gpu_memory_utilization": mem["gpu_memory_utilization"]}
+
+
 def engine_args_kwargs(case: dict[str, Any]) -> dict[str, Any]:
-    """The native EngineArgs knobs for a case (memory: `kv_cache_memory_bytes` only)."""
+    """The native EngineArgs knobs for a case."""
     sched, cache = case["scheduler"], case["cache"]
     return {
         "model": case["resolved"]["target_dir"],
@@ -134,7 +142,7 @@ def engine_args_kwargs(case: dict[str, Any]) -> dict[str, Any]:
         "enable_prefix_caching": cache["prefix_caching"],
         "mamba_ssm_cache_dtype": cache["ssm_dtype"],
         "kv_cache_dtype": KV_CACHE_DTYPES[cache["kv_cache_dtype"]],
-        "kv_cache_memory_bytes": case["memory"]["kv_cache_bytes"],
+        **memory_knobs(case),
         "speculative_config": speculative_knobs(case),
     }
 
@@ -150,12 +158,16 @@ def case_mapping(case: dict[str, Any], kwargs: dict[str, Any]) -> dict[str, Any]
         "scheduler.max_model_len": {"knob": "max_model_len", "value": kwargs["max_model_len"]},
         "scheduler.max_num_batched_tokens": {"knob": "max_num_batched_tokens", "value": kwargs["max_num_batched_tokens"]},
         "scheduler.chunked_prefill": {"knob": "enable_chunked_prefill", "value": kwargs["enable_chunked_prefill"]},
-        "memory.kv_cache_bytes": {"knob": "kv_cache_memory_bytes", "value": kwargs["kv_cache_memory_bytes"]},
         "cache.prefix_caching": {"knob": "enable_prefix_caching", "value": kwargs["enable_prefix_caching"]},
         "cache.ssm_dtype": {"knob": "mamba_ssm_cache_dtype", "value": kwargs["mamba_ssm_cache_dtype"]},
         "cache.kv_cache_dtype": {"knob": "kv_cache_dtype", "value": kwargs["kv_cache_dtype"]},
         "workload.seed": {"knob": "seed", "value": kwargs["seed"]},
     }
+    if "kv_cache_memory_bytes" in kwargs:
+        mapping["memory.kv_cache_bytes"] = {"knob": "kv_cache_memory_bytes", "value": kwargs["kv_cache_memory_bytes"]}
+    else:
+        mapping["memory.gpu_memory_utilization"] = {"knob": "gpu_memory_utilization",
+                                                    "value": kwargs["gpu_memory_utilization"]}
     if "parallel_drafting" in spec:
         mapping["speculative.method"]["parallel_drafting"] = True
     if "model" in spec:

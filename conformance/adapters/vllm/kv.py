@@ -1,7 +1,9 @@
 """vLLM 0.33 KV/state planning for one case, as `EngineCore._initialize_kv_caches` runs it.
 
-Contract: `plan_kv(built, case)` returns a `KVPlan`: the per-layer specs, vLLM's worker and
-scheduler `KVCacheConfig`s for the case's byte bound, and the max concurrency vLLM derives.
+Contract: `plan_kv(built, case, available_bytes)` returns a `KVPlan`: the per-layer specs, vLLM's
+worker and scheduler `KVCacheConfig`s for the bytes the worker hands the planner (the case's byte
+bound, or what `determine_available_memory` derived from gpu_memory_utilization), and the max
+concurrency vLLM derives.
 
 Glue (named in provenance): the per-layer spec dict is built here rather than by a loaded model's
 `get_kv_cache_spec()` (building real modules of a 27B shape on CPU costs its weights in RAM). Each
@@ -155,7 +157,10 @@ def build_specs(built: BuiltConfig) -> tuple[dict[str, Any], dict[str, str]]:
     return specs, categories
 
 
-def plan_kv(built: BuiltConfig, case: dict[str, Any]) -> KVPlan:
+def plan_kv(built: BuiltConfig, case: dict[str, Any], available_bytes: int | None = None) -> KVPlan:
+    """`available_bytes`: what the worker's determine_available_memory returned (a
+    gpu_memory_utilization case, see conformance.adapters.vllm.utilization); None on a byte-budget
+    case, where the worker returns cache_config.kv_cache_memory_bytes unchanged."""
     from vllm.v1.attention.backends.registry import MambaAttentionBackendEnum
     from vllm.v1.attention.backends.utils import get_supported_kv_cache_layouts, resolve_kv_cache_layout
     from vllm.v1.core.kv_cache_planning import get_global_kv_cache_groups, get_kv_cache_configs
@@ -178,7 +183,7 @@ def plan_kv(built: BuiltConfig, case: dict[str, Any]) -> KVPlan:
     groups = get_global_kv_cache_groups(vc, [specs])
     # The bytes the planner receives: the worker returns cache_config.kv_cache_memory_bytes
     # unchanged from determine_available_memory when the knob is set (no profiling run).
-    available = int(vc.cache_config.kv_cache_memory_bytes)
+    available = int(vc.cache_config.kv_cache_memory_bytes if available_bytes is None else available_bytes)
     configs = get_kv_cache_configs(vc, [specs], [available], groups)
     sched_cfg = generate_scheduler_kv_cache_config(configs)
     concurrency = get_max_concurrency_for_kv_cache_config(vc, sched_cfg)

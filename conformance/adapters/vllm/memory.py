@@ -14,6 +14,11 @@ named in provenance as `ledger attribution`):
     and (bytes_per_block - sum of g's pages) of `unused` (groups with fewer layers than the
     widest). Blocks left by the flooring are `unassigned`. The ledger sums to
     num_blocks x bytes_per_block exactly.
+
+On a gpu_memory_utilization case `add_utilization` adds what vLLM's worker charged beside the pool
+(conformance.adapters.vllm.utilization): weights, workspace (total_consumed beyond the weights),
+activations (the profile run's transient peak) and cuda_graphs (the applied estimate), all inside
+the bound (vLLM's requested memory), and cuda_context (the usage at the init snapshot) outside it.
 """
 
 from __future__ import annotations
@@ -114,3 +119,13 @@ def memory(plan: KVPlan, vc: Any) -> dict[str, Any]:
         },
         "max_concurrency": float(plan.max_concurrency),
     }
+
+
+def add_utilization(memory_section: dict[str, Any], util: Any) -> None:
+    """A gpu_memory_utilization case: the bound is vLLM's requested memory; weights, workspace,
+    activations and the CUDA graph estimate sit beside the pool inside it; the init usage
+    (`cuda_context`) is outside it, as vLLM does not charge it to the requested memory."""
+    memory_section["bound_bytes"] = util.requested_bytes
+    memory_section["ledger_bytes"].update(util.beside_pool_bytes())
+    memory_section["ledger_bytes"]["cuda_context"] = util.init_used_bytes
+    memory_section["outside_bound"] = sorted(set(memory_section["outside_bound"]) | {"cuda_context"})

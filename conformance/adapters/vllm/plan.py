@@ -11,13 +11,23 @@ Status:
 - `refused` with vLLM's own message when vLLM rejects the config (EngineArgs /
   create_engine_config / KV planning raising ValueError, NotImplementedError or a pydantic
   ValidationError); `refusal.by` is "vllm" and `refusal.exception` the exception's type.
-- `refused` with `refusal.by` = "adapter" for what plan mode cannot honestly do:
-  * `memory.gpu_memory_utilization`: vLLM turns it into KV bytes only after a profiling run on
-    the GPU (weights, activation peak, non-torch memory), which plan mode does not have; a
-    case that wants a plan states `memory.kv_cache_bytes` (vLLM's `kv_cache_memory_bytes`).
-  * `acceptance.mode: model`: the accepted count comes from a real draft's tokens. Budget and
-    memory are still reported (status ok, trace null, `message` says why).
+- `refused` with `refusal.by` = "adapter" for what plan mode cannot honestly do (a profile it
+  cannot emulate; `memory.gpu_memory_utilization` on a config vLLM runs on Model Runner V1, whose
+  weight loading is not emulated).
+- `acceptance.mode: model`: the accepted count comes from a real draft's tokens. Budget and
+  memory are still reported (status ok, trace null, `message` says why).
 Anything else raises (the probe reports it as `error`).
+
+Memory bound: `memory.kv_cache_bytes` is vLLM's `kv_cache_memory_bytes` (the worker hands it to the
+planner unchanged). `memory.gpu_memory_utilization` is vLLM's knob of that name: the bytes the
+planner receives are what vLLM's `Worker.determine_available_memory` derives on an emulated device
+of the profile's memory (vllm_utilization: vLLM's request_memory and memory_profiling; the weights
+from vLLM's model classes built on the meta device; the activation peak, other consumption, CUDA
+graph estimate and init usage a GPU would measure are assumed figures, listed with their sources
+in `provenance.assumed`, the derived figures in `provenance.utilization`). `memory.bound_bytes` is
+then vLLM's requested memory, the ledger adds weights / workspace / activations / cuda_graphs beside
+the pool, and `cuda_context` (the init usage, which vLLM does not charge to the requested memory) is
+listed in `outside_bound`.
 """
 
 from __future__ import annotations
@@ -57,14 +67,14 @@ def _is_refusal(exc: BaseException) -> bool:
 
 
 def plan(case: dict[str, Any]) -> dict[str, Any]:
-    from conformance.adapters.vllm import config as vllm_config, kv as vllm_kv, memory as vllm_memory, trace as vllm_trace
+    from conformance.adapters.vllm import (
+        config as vllm_config,
+        kv as vllm_kv,
+        memory as vllm_memory,
+        trace as vllm_trace,
+        utilization as vllm_utilization,
+    )
 
-    if "kv_cache_bytes" not in case["memory"]:
-        return _refused(case, (
-            "vllm plan adapter: memory.gpu_memory_utilization needs vLLM's profiling run on the GPU "
-            "(available KV bytes = utilization x total - weights - activation peak - non-torch "
-            "memory); plan mode cannot compute it. State memory.kv_cache_bytes (vLLM's "
-            "kv_cache_memory_bytes) for a plan."), "adapter", None)
     profile = get_profile(case["device"])
     timing: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -92,16 +102,35 @@ def plan(case: dict[str, Any]) -> dict[str, Any]:
     with vllm_config.model_runner_env(built), vllm_platform.gdn_layers(built.gdn_checkpoint_alignment):
         obs["budget"] = vllm_config.budget(vc, profile)
         t1 = time.perf_counter()
+        util = None
         try:
-            kv = vllm_kv.plan_kv(built, case)
+            if "gpu_memory_utilization" in case["memory"]:
+                try:
+                    util = vllm_utilization.available_kv_bytes(built, profile)
+                except vllm_config.PlanModeLimit as exc:
+                    return _refused(case, f"vllm plan adapter: memory.gpu_memory_utilization: {exc}", "adapter", None)
+                timing["utilization_s"] = round(time.perf_counter() - t1, 3)
+                t1 = time.perf_counter()
+            kv = vllm_kv.plan_kv(built, case, util.available_bytes if util else None)
         except Exception as exc:
             if not _is_refusal(exc):
                 raise
-            return _refused(case, f"{type(exc).__name__}: {exc}", "vllm", type(exc).__name__)
+            refused = _refused(case, f"{type(exc).__name__}: {exc}", "vllm", type(exc).__name__)
+            if "gpu_memory_utilization" in case["memory"]:   # vLLM refused on the emulated device's figures
+                refused["provenance"].update(functions=list(vllm_utilization.FUNCTIONS),
+                                             glue=[dict(g) for g in vllm_utilization.GLUE],
+                                             assumed=[f.to_json() for f in vllm_utilization.assumed.FIGURES.values()])
+            return refused
         timing["kv_plan_s"] = round(time.perf_counter() - t1, 3)
         prov["functions"] += list(kv.functions)
         prov["glue"] += [dict(g) for g in vllm_kv.GLUE] + [dict(g) for g in vllm_memory.GLUE]
         obs["memory"] = vllm_memory.memory(kv, vc)
+        if util is not None:
+            vllm_memory.add_utilization(obs["memory"], util)
+            prov["functions"] += list(vllm_utilization.FUNCTIONS)
+            prov["glue"] += [dict(g) for g in vllm_utilization.GLUE]
+            prov["assumed"] = [f.to_json() for f in util.figures]
+            prov["utilization"] = util.to_json()
         if case["acceptance"]["mode"] == "model":
             obs["message"] = ("vllm plan adapter: acceptance.mode model needs a real draft's tokens; "
                               "plan mode reports budget and memory, no trace")
