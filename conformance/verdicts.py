@@ -301,6 +301,16 @@ def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spe
     return _v(check, obs, PASS, f"per-sequence attention, state, draft bytes and state slots equal vLLM's [{source}]")
 
 
+def _own_pools(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any]) -> tuple[int, int] | None:
+    """(engine's, vLLM's) pool bytes on a gpu_memory_utilization case, where each engine sizes its
+    own pool from the device's memory less its own reserves; None on a byte-budget case (same bytes)."""
+    if "gpu_memory_utilization" not in (case_spec.get("memory") or {}):
+        return None
+    mine = ((obs.get("memory") or {}).get("pool") or {}).get("size_bytes")
+    theirs = ((vllm.get("memory") or {}).get("pool") or {}).get("size_bytes")
+    return (mine, theirs) if mine and theirs else None
+
+
 def _seats_close(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) <= SEATS_REL_TOLERANCE * max(b, 1e-9)
 
@@ -310,7 +320,9 @@ def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[
     seats is the two-pool bug; more seats means something a sequence needs was not counted. A case
     may document a seat difference (`intended_differences`, engine vllm, field
     memory.max_concurrency): then the engine's seats must be the entry's `expected` and vLLM's must
-    still differ from them (a stale entry fails), both within the same tolerance."""
+    still differ from them (a stale entry fails), both within the same tolerance. On a
+    gpu_memory_utilization case each engine sizes its own pool: the engine's seats are compared with
+    vLLM's seats per pool byte times the engine's pool bytes."""
     check = "memory.seats_equal_vllm"
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
@@ -330,6 +342,18 @@ def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[
                       f"seat {mine} [{source}]")
         return _v(check, obs, PASS, f"documented difference: {me} seats {mine}, vLLM {theirs} "
                   f"({documented['reason']}) [{source}]")
+    pools = _own_pools(obs, vllm, case_spec)
+    if pools is not None and theirs is not None:
+        scaled = theirs * pools[0] / pools[1]
+        where = (f"in its own pool of {human_bytes(pools[0])} where vLLM's seats per byte give {scaled:.6g} "
+                 f"(vLLM seats {theirs} in {human_bytes(pools[1])}: each engine's reserves beside the pool are its own)")
+        if not _seats_close(mine, scaled):
+            why = ("fewer: its pool seats fewer full-length sequences per byte (two pools, or padding vLLM does not take?)"
+                   if mine is not None and mine < scaled else
+                   "more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count")
+            return _v(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences {where}"
+                      f"{_by(mine, scaled, 'seats')}; {why} [{source}]")
+        return _v(check, obs, PASS, f"seats {mine} {where}, within {SEATS_REL_TOLERANCE:.1%} [{source}]")
     if not _seats_close(mine, theirs):
         why = ("fewer: the same bytes seat fewer full-length sequences (two pools, or padding vLLM does not take?)"
                if mine is not None and theirs is not None and mine < theirs else
@@ -463,7 +487,8 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
     """Step for step equal to vLLM on the four counted fields. A case may document a trace
     difference (`intended_differences` field `trace`) with `expected` one of TRACE_DIFFERENCES:
     `equal_until_first_preemption` checks equality through vLLM's first preempting step, and that
-    the traces do differ after it (a stale entry fails)."""
+    the traces do differ after it (a stale entry fails). On a gpu_memory_utilization case whose
+    pools differ in bytes (each engine's own reserves) the check is skipped, naming both pools."""
     check = "trace.equals_vllm"
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
@@ -472,6 +497,11 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
     if obs["status"] != "ok" or not obs.get("trace"):
         return _v(check, obs, FAIL, f"{me} has no trace where vLLM schedules {len((vllm.get('trace') or {}).get('steps', []))}"
                   f" steps: {obs['status']} {obs.get('message') or '(trace is null)'} [{source}]")
+    pools = _own_pools(obs, vllm, case_spec)
+    if pools is not None and pools[0] != pools[1]:
+        return _v(check, obs, SKIP, f"pools differ on a gpu_memory_utilization case: {me} {human_bytes(pools[0])}, vLLM "
+                  f"{human_bytes(pools[1])} (each engine's reserves beside the pool are its own), so their schedules "
+                  f"need not agree; traces are compared on the same bytes (kv_cache_bytes cases) [{source}]")
     mine = [{f: s[f] for f in STEP_FIELDS} for s in obs["trace"]["steps"]]
     theirs = [{f: s[f] for f in STEP_FIELDS} for s in (vllm.get("trace") or {}).get("steps", [])]
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)

@@ -88,7 +88,10 @@ def to_engine_config(case: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
                        max_num_batched_tokens=sch["max_num_batched_tokens"], speculative_config=spec,
                        enable_chunked_prefill=sch.get("chunked_prefill", True), async_scheduling=async_scheduling,
                        gdn_prefill_checkpoints=checkpoints, enable_prefix_caching=cache["prefix_caching"], mamba_ssm_cache_dtype=cache["ssm_dtype"],
-                       kv_cache_dtype=cache.get("kv_cache_dtype", "bfloat16"), device="cpu", **kwargs)
+                       kv_cache_dtype=cache.get("kv_cache_dtype", "bfloat16"), device="cuda", **kwargs)
+    # NOTE: planned as on the case's device (every profile is a GPU): the planner then reserves the
+    # CUDA context beside the pool, as the engine does when it runs there; planning allocates nothing
+    mapping["device"]["planned_as"] = "cuda"
     return cfg, mapping
 
 
