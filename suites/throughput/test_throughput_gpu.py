@@ -84,6 +84,17 @@ def judge_against_golden(golden, ref: dict) -> None:
         assert verdict.passed, verdict.message
 
 
+def _wants_cuda_without_one() -> bool:
+    """The ladder asked for (the environment's preset) runs on CUDA and this host has none."""
+    try:
+        return _ladder_run().plan_from_env(os.environ).device == "cuda" and not _cuda()
+    except ValueError:      # a bad preset fails in the test body, with its message
+        return False
+
+
+# NOTE: skipped at collection, not inside the body: a test skipped after it took the golden fixture
+# counts as having left its golden unused, and `--snapshot-update` on a CPU host deleted the H200 golden
+@pytest.mark.skipif(_wants_cuda_without_one(), reason="needs a CUDA device")
 def test_reference_ladder_and_hf_peer(tmp_path: Path, golden) -> None:
     lr = _ladder_run()
     try:
