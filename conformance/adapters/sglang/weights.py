@@ -27,7 +27,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-ALLOCATOR_BLOCK_BYTES = 512
+from conformance.adapters.meta_tensors import allocated_bytes, distinct_tensors
+
 ONE_GPU_RANKS = {"tp_rank": 0, "pp_rank": 0, "attn_tp_rank": 0}
 
 FUNCTIONS = (
@@ -50,17 +51,6 @@ class Weights:
     total_bytes: int
     target_bytes: int
     draft_bytes: int
-
-
-def _allocated_bytes(tensors: dict[int, Any]) -> int:
-    return sum(-(-(t.numel() * t.element_size()) // ALLOCATOR_BLOCK_BYTES) * ALLOCATOR_BLOCK_BYTES
-               for t in tensors.values())
-
-
-def _tensors(module: Any) -> dict[int, Any]:
-    found = dict(module.named_parameters(remove_duplicate=False))
-    found.update(module.named_buffers(remove_duplicate=False))
-    return {id(t): t for t in found.values()}
 
 
 @contextlib.contextmanager
@@ -112,8 +102,8 @@ def weights_bytes(server_args: Any, target_model_config: Any) -> Weights:
     with _meta_build() as device_config:
         target = get_model(model_config=target_model_config, load_config=LoadConfig(load_format="dummy"),
                            device_config=device_config)
-        tensors = _tensors(target)
-        target_bytes = _allocated_bytes(tensors)
+        tensors = distinct_tensors(target)
+        target_bytes = allocated_bytes(tensors.values())
         draft_bytes = 0
         draft_path = get_spec().speculative_draft_model_path
         if draft_path:
@@ -121,6 +111,6 @@ def weights_bytes(server_args: Any, target_model_config: Any) -> Weights:
                                                         context_length=target_model_config.context_len)
             draft = get_model(model_config=draft_config, load_config=LoadConfig(load_format="dummy"),
                               device_config=device_config)
-            extra = {k: t for k, t in _tensors(draft).items() if k not in tensors}
-            draft_bytes = _allocated_bytes(extra)
+            extra = {k: t for k, t in distinct_tensors(draft).items() if k not in tensors}
+            draft_bytes = allocated_bytes(extra.values())
     return Weights(total_bytes=target_bytes + draft_bytes, target_bytes=target_bytes, draft_bytes=draft_bytes)

@@ -32,9 +32,9 @@ import tempfile
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from conformance.adapters.meta_tensors import allocated_bytes, distinct_tensors
 from conformance.adapters.vllm.config import BuiltConfig, PlanModeLimit, model_runner_env
 
-ALLOCATOR_BLOCK_BYTES = 512   # torch's CUDA caching allocator rounds every allocation up to this
 DRAFTLESS_METHODS = ("ngram", "ngram_gpu", "suffix")   # no draft model (as kv.build_specs)
 
 FUNCTIONS = (
@@ -59,17 +59,6 @@ class Weights:
     target_bytes: int
     draft_bytes: int           # what the draft adds beyond what it shares with the target
     num_tensors: int
-
-
-def _allocated_bytes(tensor: Any) -> int:
-    n = tensor.numel() * tensor.element_size()
-    return -(-n // ALLOCATOR_BLOCK_BYTES) * ALLOCATOR_BLOCK_BYTES
-
-
-def _tensors(module: Any) -> dict[int, Any]:
-    found = dict(module.named_parameters(remove_duplicate=False))
-    found.update(module.named_buffers(remove_duplicate=False))
-    return {id(t): t for t in found.values()}
 
 
 @contextlib.contextmanager
@@ -105,8 +94,8 @@ def weights_bytes(built: BuiltConfig) -> Weights:
     vc.load_config.device = "meta"
     with model_runner_env(built), set_current_vllm_config(vc), _one_rank_world():
         target = get_model_loader(vc.load_config).load_model(vllm_config=vc, model_config=vc.model_config)
-        tensors = _tensors(target)
-        target_bytes = sum(_allocated_bytes(t) for t in tensors.values())
+        tensors = distinct_tensors(target)
+        target_bytes = allocated_bytes(tensors.values())
         draft_bytes = 0
         spec = vc.speculative_config
         if spec is not None and spec.method not in DRAFTLESS_METHODS:
@@ -116,8 +105,8 @@ def weights_bytes(built: BuiltConfig) -> Weights:
             speculator = init_speculator(vc, torch.device("meta"), None)
             if isinstance(speculator, DraftModelSpeculator):
                 speculator.load_model(target)
-                extra = {k: t for k, t in _tensors(speculator.model).items() if k not in tensors}
-                draft_bytes = sum(_allocated_bytes(t) for t in extra.values())
+                extra = {k: t for k, t in distinct_tensors(speculator.model).items() if k not in tensors}
+                draft_bytes = allocated_bytes(extra.values())
                 tensors.update(extra)
     return Weights(total_bytes=target_bytes + draft_bytes, target_bytes=target_bytes, draft_bytes=draft_bytes,
                    num_tensors=len(tensors))
