@@ -1,219 +1,240 @@
 """The load generator against `vllm bench serve`: same server, same workload, same run.
 
-    .venv/bin/python benchmarks/loadgen_vs_vllm_bench.py [--vllm PATH] [--requests 200]
-        [--servers stub,reference] [--ceiling-requests 3000]
+    .venv/bin/python benchmarks/loadgen_vs_vllm_bench.py [--rounds 10] [--servers reference,stub,ceiling]
+        [--reference-concurrency 1,4] [--reference-requests 8,32] [--out benchmarks/results/FILE.txt]
 
-`vllm bench serve` (from the cached vLLM venv) and `conformance.loadgen` take turns on each
-server at each concurrency, closed loop (vLLM's `--request-rate inf --max-concurrency c`),
-prompts of 16 token ids, `--output-tokens` tokens with ignore_eos, greedy (temperature 0 on both:
-under sampling a random-weight draft is accepted far more often than under greedy, so the
-reference engine runs a different workload). Servers: the stub in its own
-process with `--step-delay-ms` between tokens (a paced engine), and the reference engine's
-server (`python -m engine_under_test.serve`, tiny shapes, CPU). The two clients alternate
-`--rounds` times per point (a shared, noisy host: only figures taken side by side compare).
-Printed side by side: the median over rounds of each client's TTFT, TPOT and ITL medians and
-output tokens/s, and our/vLLM ratios. Then both clients' ceiling: the burst stub (no delay) at
-`--ceiling-concurrency`, the best requests/s and tokens/s over the rounds. Each client runs
-pinned to `--client-cpu`, each server to `--server-cpu`.
+Two clients drive one server in turns: `vllm bench serve` (the real CLI code from the cached vLLM
+venv, resident in one interpreter: `vllm_bench_client`) and `conformance.loadgen` (`run_ladder`,
+one client process), closed loop at each concurrency (vLLM's `--request-rate inf --max-concurrency
+c`), the same number of requests of the same prompt length, a fixed output length (ignore_eos) and
+greedy sampling on both (under sampling a random-weight draft is accepted far more often, so the
+engine would do other work). Each client runs pinned to `--client-cpu`, each server to `--server-cpu`.
 
-Offline: vLLM's bench needs a tokenizer even for pre-tokenized prompts. It gets one built here
-(a word-level `tokenizers` vocabulary of the model's 1024 ids, saved with
-`PreTrainedTokenizerFast`; no hub access, HF_HUB_OFFLINE=1) and the `timed_trace` dataset
-(a jsonl of input/output lengths and hash ids, which vLLM expands into token-id prompts; the
-reference server takes token ids only) with `--no-self-timed`. A benchmark, not a test.
+Points:
+- `reference`: the reference engine's server (`reference_server_process`: tiny shapes, CPU, TTFT
+  tens of ms), where the client's own cost is small against the engine's, so the two clients'
+  medians must agree. Its spec-decoding counters and CPU seconds are read around every run: both
+  clients must cause the same drafted / accepted tokens, and its CPU time per run shows how much
+  of the host the engine got.
+- `stub`: the stub server pacing tokens `--step-delay-ms` apart (the client's own cost shows).
+- `ceiling`: the burst stub (no delay) at `--ceiling-concurrency`: the most requests/s each client
+  drives, beside the stub's own ceiling (requests per CPU second it spent).
+
+A shared, noisy host: the two clients alternate `--rounds` times per point, in alternating order
+(vLLM first in even rounds, ours first in odd ones) so drift cancels; only figures taken side by
+side compare. Printed per point: the median over rounds of each client's TTFT, TPOT, ITL and E2EL
+medians and output tokens/s, and the median over rounds of each round's ours/vLLM ratio; below it
+every round's TTFT and TPOT ratios, both clients' output tokens per run and the host's load average.
+The definitions are vLLM's on both sides (`conformance.loadgen.client`): TTFT from the send to the
+first chunk with choices, ITL every gap between such chunks, TPOT (last such chunk - TTFT) / (output
+tokens - 1) per request, E2EL to the last such chunk, medians as numpy's, output tokens/s over the
+wave's wall time. Checked in every run: this project's statistics recomputed on vLLM's own
+per-request timings (`--save-detailed`) give vLLM's medians (the largest relative gap is printed).
+`--out` writes what is printed to a file as well. A benchmark, not a test: it prints figures and
+checks nothing.
 """
-
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import socket
+import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
-import httpx
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder
-from conformance.loadgen.stub_process import StubProcess
+from benchmarks import vllm_bench_client  # noqa: E402
+from benchmarks.reference_server_process import ReferenceServer  # noqa: E402
+from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder  # noqa: E402
+from conformance.loadgen.stats import quantile, spread  # noqa: E402
+from conformance.loadgen.stub_process import StubProcess  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
-VLLM = Path.home() / ".cache/dflash-conformance/oracles/vllm-0.33.0/bin/vllm"
-PROMPT_TOKENS = 16
-
-
-def build_tokenizer(out: Path, vocab_size: int = 1024) -> Path:
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t1"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t1").save_pretrained(out)
-    return out
+METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_tok_per_s")
+HEADS = ("TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "out tok/s")
+VOCAB_SIZE = 1024
 
 
-def write_trace(path: Path, n: int, output_tokens: int) -> Path:
-    with path.open("w") as f:
-        for i in range(n):
-            f.write(json.dumps({"timestamp": 0, "input_length": PROMPT_TOKENS, "output_length": output_tokens,
-                                "hash_ids": [i]}) + "\n")
-    return path
+class Printer:
+    """Print and keep every line, for `--out`."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.lines.append(line)
 
 
-def vllm_bench(vllm: Path, base_url: str, model: str, tok: Path, trace: Path, c: int, n: int, work: Path,
-               cpu: int | None) -> dict:
-    out = work / f"vllm-{c}-{time.monotonic_ns()}.json"
-    argv = [str(vllm), "bench", "serve", "--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions",
-            "--model", model, "--tokenizer", str(tok), "--dataset-name", "timed_trace", "--dataset-path", str(trace),
-            "--no-self-timed", "--request-rate", "inf", "--max-concurrency", str(c), "--num-prompts", str(n),
-            "--ignore-eos", "--temperature", "0", "--num-warmups", str(c), "--save-result", "--result-dir", str(work),
-            "--result-filename", out.name, "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles",
-            "50,90,99", "--disable-tqdm"]
-    if cpu is not None:
-        argv = ["taskset", "-c", str(cpu), *argv]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    proc = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"vllm bench serve failed ({proc.returncode}):\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
-    return json.loads(out.read_text())
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
-def ours(base_url: str, c: int, n: int, output_tokens: int, cpu: int | None) -> dict:
-    if cpu is not None and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {cpu})
-    w = Workload(num_requests=n, prompt_tokens=PROMPT_TOKENS, output_tokens=output_tokens, seed=0, vocab_size=1024)
-    s = LoadgenSettings(concurrencies=(c,), num_warmup_waves=1, min_requests_per_slot=1, max_num_requests_per_rung=n,
-                        num_client_processes=1, keep_records=False)
+def ours(base_url: str, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int) -> dict:
+    """One closed-loop rung of `conformance.loadgen` (one client process, this process's CPU affinity)."""
+    w = Workload(num_requests=num_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+                 seed=0, vocab_size=VOCAB_SIZE)
+    s = LoadgenSettings(concurrencies=(concurrency,), num_warmup_waves=1, min_requests_per_slot=1,
+                        max_num_requests_per_rung=num_requests, num_client_processes=1)
     (r,) = run_ladder(base_url, w, s, MetricNames()).rungs
     if r["status"] != "ok":
         raise RuntimeError(f"loadgen rung failed: {r['message']}")
     return r
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ours_figures(r: dict) -> dict[str, float]:
+    last_ms = [d["chunk_offsets_us"][-1] / 1e3 for d in r["records"] if d["chunk_offsets_us"]]
+    return {"ttft_ms": r["ttft_ms"]["median"], "tpot_ms": r["tpot_ms"]["median"], "itl_ms": r["itl_ms"]["median"],
+            "e2el_ms": quantile(last_ms, 0.5), "output_tok_per_s": r["output_tok_per_s"],
+            "request_per_s": r["request_per_s"], "num_output_tokens": r["num_output_tokens"]}
 
 
-class ReferenceServer:
-    def __init__(self, cpu: int | None) -> None:
-        self.port = free_port()
-        spec = json.dumps({"method": "dflash", "model": str(REPO / "conformance/models/tiny-dflash"),
-                           "num_speculative_tokens": 8})
-        self.argv = [sys.executable, "-m", "engine_under_test.serve", "--model", str(REPO / "conformance/models/tiny-hybrid"),
-                     "--speculative-config", spec, "--max-num-seqs", "8", "--max-model-len", "512",
-                     "--kv-cache-memory-bytes", str(64 << 20), "--port", str(self.port)]
-        if cpu is not None:
-            self.argv = ["taskset", "-c", str(cpu), *self.argv]
-        self.base_url = f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> "ReferenceServer":
-        env = dict(os.environ, PYTHONPATH=str(REPO))
-        self.log = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{self.base_url}/health", timeout=2, trust_env=False).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.5)
-        self.log.seek(0)
-        raise RuntimeError(f"reference server did not come up:\n{self.log.read().decode(errors='replace')[-3000:]}")
-
-    def __exit__(self, *exc: object) -> None:
-        self.proc.terminate()
-        self.proc.wait(timeout=20)
+def definitions_gap(result: dict) -> float:
+    """Largest relative difference between vLLM's TTFT / TPOT / ITL / E2EL medians and this project's
+    statistics (`RequestRecord`, `stats.spread`) recomputed on vLLM's own per-request timings: 0 when
+    the definitions are the same."""
+    recs = vllm_bench_client.as_records(result)
+    mine = {"ttft": spread([r.ttft_s for r in recs], 1e3), "tpot": spread([r.tpot_s for r in recs if r.tpot_s is not None], 1e3),
+            "itl": spread([x for r in recs for x in r.itl_s()], 1e3),
+            "e2el": spread([r.last_chunk_s for r in recs], 1e3)}
+    return max(abs(mine[m]["median"] / result[f"median_{m}_ms"] - 1) for m in mine)
 
 
-def _ours_figures(r: dict) -> tuple[float, ...]:
-    return r["ttft_ms"]["median"], r["tpot_ms"]["median"], r["itl_ms"]["median"], r["output_tok_per_s"]
+def vllm_figures(result: dict) -> dict[str, float]:
+    return {**vllm_bench_client.figures(result), "definitions_gap": definitions_gap(result)}
 
 
-def _vllm_figures(v: dict) -> tuple[float, ...]:
-    return v["median_ttft_ms"], v["median_tpot_ms"], v["median_itl_ms"], v["output_throughput"]
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
 
 
-def _medians(rows: list[tuple[float, ...]]) -> tuple[float, ...]:
-    return tuple(statistics.median(col) for col in zip(*rows))
+def compare_point(emit: Printer, label: str, concurrency: int, rounds: int,
+                  run_vllm: Callable[[], dict], run_ours: Callable[[], dict],
+                  engine_work: Callable[[], dict] | None = None) -> None:
+    """`rounds` side-by-side runs of both clients, alternating who goes first; one row of medians."""
+    load_before = load_average()
+    got: dict[str, list[dict]] = {"vllm": [], "ours": []}
+    work: dict[str, list[dict]] = {"vllm": [], "ours": []}
+    for i in range(rounds):
+        for who in (("vllm", "ours") if i % 2 == 0 else ("ours", "vllm")):
+            before = engine_work() if engine_work else None
+            got[who].append(run_vllm() if who == "vllm" else run_ours())
+            if engine_work:
+                after = engine_work()
+                work[who].append({k: after[k] - before[k] for k in after})
+    mine = {m: statistics.median(f[m] for f in got["ours"]) for m in METRICS}
+    theirs = {m: statistics.median(f[m] for f in got["vllm"]) for m in METRICS}
+    ratios = {m: [_ratio(o[m], v[m]) for o, v in zip(got["ours"], got["vllm"])] for m in METRICS}
+    cells = " ".join(f"{mine[m]:>9.2f} {theirs[m]:>9.2f} {statistics.median(ratios[m]):>6.3f}" for m in METRICS)
+    emit(f"{label:<12} {concurrency:>3} {cells}")
+    per_round = "; ".join(f"{h.split()[0]} " + " ".join(f"{x:.3f}" for x in ratios[m])
+                          for h, m in zip(HEADS, METRICS) if m in ("ttft_ms", "tpot_ms"))
+    tokens = {who: {f["num_output_tokens"] for f in got[who]} for who in got}
+    emit(f"{'':<16} rounds (ours/vLLM): {per_round}")
+    line = f"{'':<16} output tokens per run: ours {sorted(tokens['ours'])}, vllm {sorted(tokens['vllm'])}"
+    gap = max(f["definitions_gap"] for f in got["vllm"])
+    emit(line + f"; our statistics on vLLM's per-request timings differ from its medians by at most {gap:.1e}")
+    if engine_work:
+        total = {who: {k: sum(w[k] for w in work[who]) for k in work[who][0]} for who in work}
+        cpu = {who: statistics.median(w["cpu_s"] for w in work[who]) for who in work}
+        emit(f"{'':<16} engine over the rounds, drafted / accepted tokens: ours {total['ours']['draft_tokens']:.0f} / "
+             f"{total['ours']['accepted_tokens']:.0f}, vllm {total['vllm']['draft_tokens']:.0f} / "
+             f"{total['vllm']['accepted_tokens']:.0f}; its CPU s per run (median): ours {cpu['ours']:.2f}, "
+             f"vllm {cpu['vllm']:.2f}")
+    emit(f"{'':<16} load average before / after: {load_before} / {load_average()}")
 
 
-def _row(label: str, c: int, mine: tuple[float, ...], theirs: tuple[float, ...]) -> str:
-    cells = " ".join(f"{a:>9.3f} {b:>9.3f} {a / b if b else float('nan'):>6.3f}" for a, b in zip(mine, theirs))
-    return f"{label:<10} {c:>3} {cells}"
+def ceiling(emit: Printer, a: argparse.Namespace, bench: vllm_bench_client.VllmBench) -> None:
+    c, n = a.ceiling_concurrency, a.ceiling_requests
+    got: dict[str, list[float]] = {"vllm": [], "ours": []}
+    load_before = load_average()
+    with StubProcess(cpu=a.server_cpu) as stub:
+        before = stub.state()
+        for i in range(a.rounds):
+            for who in (("vllm", "ours") if i % 2 == 0 else ("ours", "vllm")):
+                if who == "vllm":
+                    v = bench.run(stub.base_url, "stub", c, n, a.prompt_tokens, a.ceiling_output_tokens)
+                    got[who].append(v["request_throughput"])
+                else:
+                    got[who].append(ours(stub.base_url, c, n, a.prompt_tokens, a.ceiling_output_tokens)["request_per_s"])
+        after = stub.state()
+    stub_ceiling = (after["num_requests"] - before["num_requests"]) / (after["cpu_s"] - before["cpu_s"])
+    emit(f"ceiling: burst stub, c={c}, {n} requests of {a.ceiling_output_tokens} tokens, {a.rounds} rounds each")
+    for who, name in (("ours", "conformance.loadgen"), ("vllm", "vllm bench serve")):
+        emit(f"  {name:<20} req/s per round {', '.join(f'{x:.0f}' for x in got[who])}; best {max(got[who]):.0f} "
+             f"req/s ({max(got[who]) * a.ceiling_output_tokens:.0f} tok/s), median {statistics.median(got[who]):.0f}")
+    ratios = [o / v for o, v in zip(got["ours"], got["vllm"])]
+    emit(f"  ours/vLLM: best {max(got['ours']) / max(got['vllm']):.2f}, median of rounds "
+         f"{statistics.median(ratios):.2f}; the stub's own ceiling over all rounds: {stub_ceiling:.0f} req/s "
+         f"per CPU second of its core")
+    emit(f"  load average before / after: {load_before} / {load_average()}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--vllm", type=Path, default=VLLM)
-    ap.add_argument("--servers", default="stub,reference")
-    ap.add_argument("--requests", type=int, default=200)
-    ap.add_argument("--output-tokens", type=int, default=64)
-    ap.add_argument("--stub-concurrency", default="1,4,16")
+    ap.add_argument("--vllm-venv", type=Path, default=vllm_bench_client.VLLM_VENV)
+    ap.add_argument("--servers", default="reference,ceiling", help="comma list of reference, stub, ceiling")
+    ap.add_argument("--rounds", type=int, default=10, help="alternations of the two clients per point")
+    ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--reference-concurrency", default="1,4")
-    ap.add_argument("--reference-requests", type=int, default=32)
+    ap.add_argument("--reference-requests", default="8,32",
+                    help="requests per run, one per concurrency (at c > 1 enough that the first wave, arriving at "
+                         "once, is not the median)")
     ap.add_argument("--reference-output-tokens", type=int, default=32)
+    ap.add_argument("--stub-concurrency", default="1,4,16")
+    ap.add_argument("--stub-requests", type=int, default=200)
+    ap.add_argument("--stub-output-tokens", type=int, default=64)
     ap.add_argument("--step-delay-ms", type=float, default=2.0)
     ap.add_argument("--ceiling-concurrency", type=int, default=64)
     ap.add_argument("--ceiling-requests", type=int, default=3000)
-    ap.add_argument("--rounds", type=int, default=3, help="alternations of the two clients per point")
+    ap.add_argument("--ceiling-output-tokens", type=int, default=64)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=None, help="also write the printed lines here")
     a = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="loadgen-vs-vllm-"))
-    tok = build_tokenizer(work / "tokenizer")
     servers = a.servers.split(",")
-    print(f"closed loop, prompts {PROMPT_TOKENS} token ids, ignore_eos; clients on CPU {a.client_cpu}, servers on "
-          f"CPU {a.server_cpu}; vllm: {a.vllm}")
-    head = " ".join(f"{m + ' ours':>9} {m + ' vllm':>9} {'ratio':>6}" for m in ("TTFT", "TPOT", "ITL", "tok/s"))
-    print(f"{'server':<10} {'c':>3} {head}   (ms; tok/s)")
-    if "stub" in servers:
-        trace = write_trace(work / "stub.jsonl", a.requests, a.output_tokens)
-        with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
-            for c in (int(x) for x in a.stub_concurrency.split(",")):
-                theirs, mine = [], []
-                for _ in range(a.rounds):
-                    theirs.append(_vllm_figures(vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, a.requests,
-                                                           work, a.client_cpu)))
-                    mine.append(_ours_figures(ours(stub.base_url, c, a.requests, a.output_tokens, a.client_cpu)))
-                print(_row(f"stub {a.step_delay_ms:g}ms", c, _medians(mine), _medians(theirs)), flush=True)
-    if "reference" in servers:
-        trace = write_trace(work / "ref.jsonl", a.reference_requests, a.reference_output_tokens)
-        with ReferenceServer(a.server_cpu) as ref:
-            model = httpx.get(f"{ref.base_url}/v1/models", trust_env=False).json()["data"][0]["id"]
-            for c in (int(x) for x in a.reference_concurrency.split(",")):
-                theirs, mine = [], []
-                for _ in range(a.rounds):
-                    theirs.append(_vllm_figures(vllm_bench(a.vllm, ref.base_url, model, tok, trace, c,
-                                                           a.reference_requests, work, a.client_cpu)))
-                    mine.append(_ours_figures(ours(ref.base_url, c, a.reference_requests, a.reference_output_tokens,
-                                                   a.client_cpu)))
-                print(_row("reference", c, _medians(mine), _medians(theirs)), flush=True)
-    if a.ceiling_requests:
-        c, n = a.ceiling_concurrency, a.ceiling_requests
-        trace = write_trace(work / "ceiling.jsonl", n, a.output_tokens)
-        theirs, mine = [], []
-        with StubProcess(cpu=a.server_cpu) as stub:
-            for _ in range(a.rounds):
-                theirs.append(vllm_bench(a.vllm, stub.base_url, "stub", tok, trace, c, n, work, a.client_cpu))
-                mine.append(ours(stub.base_url, c, n, a.output_tokens, a.client_cpu))
-        rounds_ours = ", ".join(f"{r['request_per_s']:.0f}" for r in mine)
-        rounds_vllm = ", ".join(f"{v['request_throughput']:.0f}" for v in theirs)
-        best_v = max(theirs, key=lambda v: v["output_throughput"])
-        best_o = max(mine, key=lambda r: r["output_tok_per_s"])
-        print(f"ceiling, burst stub, c={c}, {n} requests of {a.output_tokens} tokens, best of {a.rounds} "
-              f"(each round: ours {rounds_ours} req/s; vllm {rounds_vllm} req/s): "
-              f"ours {best_o['request_per_s']:.0f} req/s {best_o['output_tok_per_s']:.0f} tok/s; "
-              f"vllm bench serve {best_v['request_throughput']:.0f} req/s {best_v['output_throughput']:.0f} tok/s; "
-              f"ratio {best_o['output_tok_per_s'] / best_v['output_throughput']:.2f}")
+    emit = Printer()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {a.client_cpu})   # our client runs in this process
+    with vllm_bench_client.VllmBench(a.vllm_venv, Path(tempfile.mkdtemp(prefix="loadgen-vs-vllm-")), a.client_cpu,
+                                     VOCAB_SIZE) as bench:
+        emit(f"host: nproc {os.cpu_count()}, niceness {os.nice(0)}, load average {load_average()} at "
+             f"{time.strftime('%Y-%m-%d %H:%M:%S')}; python {platform.python_version()}; vllm bench serve of "
+             f"{bench.version}")
+        emit(f"closed loop, prompts of {a.prompt_tokens} token ids, ignore_eos, temperature 0; both clients on CPU "
+             f"{a.client_cpu}, the server on CPU {a.server_cpu}; {a.rounds} rounds per point, order alternating; "
+             f"figures: medians over rounds; ratio: median over rounds of ours/vLLM")
+        head = " ".join(f"{h:>9} {'vllm':>9} {'ratio':>6}" for h in HEADS)
+        emit(f"{'server':<12} {'c':>3} {head}")
+        emit(f"{'':<16} " + " ".join(f"{'ours':>9} {'':>9} {'o/v':>6}" for _ in HEADS))
+        if "reference" in servers:
+            cs = [int(x) for x in a.reference_concurrency.split(",")]
+            ns = [int(x) for x in a.reference_requests.split(",")]
+            out = a.reference_output_tokens
+            with ReferenceServer(a.server_cpu) as ref:
+                for c, n in zip(cs, ns + ns[-1:] * (len(cs) - len(ns))):
+                    compare_point(
+                        emit, "reference", c, a.rounds,
+                        lambda: vllm_figures(bench.run(ref.base_url, ref.model, c, n, a.prompt_tokens, out)),
+                        lambda: ours_figures(ours(ref.base_url, c, n, a.prompt_tokens, out)),
+                        ref.spec_counters)
+        if "stub" in servers:
+            n, out = a.stub_requests, a.stub_output_tokens
+            with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
+                for c in (int(x) for x in a.stub_concurrency.split(",")):
+                    compare_point(
+                        emit, f"stub {a.step_delay_ms:g}ms", c, a.rounds,
+                        lambda: vllm_figures(bench.run(stub.base_url, "stub", c, n, a.prompt_tokens, out)),
+                        lambda: ours_figures(ours(stub.base_url, c, n, a.prompt_tokens, out)))
+        if "ceiling" in servers:
+            ceiling(emit, a, bench)
+    emit(f"done at {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load_average()}")
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text("\n".join(emit.lines) + "\n")
     return 0
 
 

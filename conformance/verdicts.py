@@ -577,10 +577,13 @@ def live_device_memory_within_bound(obs: dict[str, Any], case_spec: dict[str, An
 def live_concurrency_served(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     """Bug 2 as an operator meets it: at the top rung the engine runs min(max_num_seqs, concurrency)
     requests at once (its running-requests gauge, sampled through the rung), never more than
-    max_num_seqs. Reads `throughput.live.by_phase[top_rung].max_running_requests`."""
+    max_num_seqs. Reads `throughput.live.by_phase[top_rung].max_running_requests`. An open-loop ladder
+    holds no fixed number of requests in flight, so it is skipped."""
     check = "live.concurrency_served"
     live = _live(obs)
     top = live.get("top_rung")
+    if live.get("mode") == "open":
+        return _v(check, obs, SKIP, "open-loop ladder: no rung holds a fixed concurrency to compare with max_num_seqs")
     got = ((live.get("by_phase") or {}).get(top) or {}).get("max_running_requests") if top else None
     if top is None or got is None:
         return _v(check, obs, SKIP, "running requests not measured: " + "; ".join(live.get("notes") or ["no live figures"]))

@@ -1,11 +1,13 @@
 """`conformance ladder --engine E|--manifest M --case C`: a live throughput ladder through the process adapter.
 
 Starts the engine (its engine file's `live:` section, or a manifest) with the case's knobs, drives the
-load generator at each concurrency while sampling the engine from outside (NVML device memory of its
-process tree, its running-requests gauge), prints a table and the live checks
-(`check_table.LIVE_CHECKS`), and writes the `run`-mode observation (JSON). Exit status: 0 when the
-observation is ok and no live check failed, 1 when it is an error or refused or a live check failed,
-2 for a bad case, engine, manifest or option.
+load generator at each concurrency (closed loop) or each request rate (open loop: `--request-rate`,
+`--arrival`, `--burstiness`, `--max-concurrency`; see `ladder_load`) while sampling the engine from
+outside (NVML device memory of its process tree, its running-requests gauge), prints a table and the
+live checks (`check_table.LIVE_CHECKS`), and writes the `run`-mode observation (JSON). An open-loop
+rung's row shows the rate asked, the rate sent and who is saturated when it fell short. Exit
+status: 0 when the observation is ok and no live check failed, 1 when it is an error or refused or a
+live check failed, 2 for a bad case, engine, manifest or option.
 """
 
 from __future__ import annotations
@@ -18,20 +20,11 @@ from typing import Any
 
 from conformance.cases import find_case
 from conformance.errors import ConformanceError
-from conformance.loadgen import LoadgenSettings
+from conformance.commands.ladder_load import add_load_arguments, load_settings
 
 NAME = "ladder"
 HELP = "run a live throughput ladder on an engine through its process-adapter manifest"
-
-
-def _concurrencies(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma list of integers: {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"concurrencies must be integers >= 1: {text!r}")
-    return values
+SATURATED = {"client": "client", "concurrency_cap": "engine"}   # who held the rate back (open loop)
 
 
 def _overrides(pairs: list[str]) -> dict[str, Any]:
@@ -49,9 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     who.add_argument("--engine", help="an engine (shipped name or engine file) whose `live:` section says how it serves")
     who.add_argument("--manifest", help="a process manifest file, or a shipped manifest name (reference, vllm, sglang)")
     p.add_argument("--case", required=True, help="case id or path to a case file")
-    p.add_argument("--concurrency", type=_concurrencies, default=None, help="comma list (default 1,2,4,8,16,32)")
+    add_load_arguments(p)
     p.add_argument("--repeats", type=int, default=1, help="measured repeats per rung")
-    p.add_argument("--warmup-waves", type=int, default=1, help="waves of c warm-up requests per rung")
+    p.add_argument("--warmup-waves", type=int, default=1,
+                   help="waves of c warm-up requests per rung (open loop: c = the cap, else 4)")
     p.add_argument("--min-requests-per-slot", type=int, default=2)
     p.add_argument("--request-timeout-s", type=float, default=300.0)
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -60,16 +54,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="write the observation JSON here")
 
 
+def _rung_label(rung: dict[str, Any]) -> str:
+    if rung.get("mode") == "open":
+        return f"rate={rung['request_rate_per_s']:g}/s"
+    return f"c={rung['concurrency']}"
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
 def print_table(obs: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     th = obs.get("throughput") or {}
     plan = th.get("plan") or {}
+    rungs = th.get("rungs") or []
+    open_loop = any(r.get("mode") == "open" for r in rungs)
     title = (f"{obs['engine']['name']} {obs['engine']['version']} on {obs['case_id']} "
              f"({obs['device'].get('hardware')}); plan: " + ", ".join(f"{k}={v}" for k, v in plan.items()))
     t = Table(title=title)
-    for col in ("c", "status", "out tok/s", "req/s", "TTFT ms p50 [p10-p90]", "TPOT ms p50", "ITL ms p50",
+    lead = ("asked /s", "arrival", "sent /s", "cap", "saturated") if open_loop else ("c",)
+    for col in (*lead, "status", "out tok/s", "req/s", "TTFT ms p50 [p10-p90]", "TPOT ms p50", "ITL ms p50",
                 "accept len", "requests"):
         t.add_column(col, justify="right")
 
@@ -78,13 +85,21 @@ def print_table(obs: dict[str, Any]) -> None:
             return "-"
         return f"{s['median']:.1f} [{s['p10']:.1f}-{s['p90']:.1f}]" if spread else f"{s['median']:.2f}"
 
-    for r in th.get("rungs") or []:
-        t.add_row(str(r["concurrency"]), r["status"], f"{r['output_tok_per_s']:.1f}" if r.get("output_tok_per_s") else "-",
-                  f"{r['request_per_s']:.2f}" if r.get("request_per_s") else "-", med(r.get("ttft_ms"), True),
-                  med(r.get("tpot_ms")), med(r.get("itl_ms")),
-                  f"{r['mean_acceptance_length']:.2f}" if r.get("mean_acceptance_length") else "-",
+    for r in rungs:
+        if open_loop:
+            cells = (f"{r['request_rate_per_s']:g}", str(r.get("arrival", "-")),
+                     _num(r.get("achieved_request_per_s"), ".2f"), str(r.get("max_concurrency") or "-"),
+                     SATURATED.get(r.get("saturated"), "-"))
+        else:
+            cells = (str(r["concurrency"]),)
+        t.add_row(*cells, r["status"], _num(r.get("output_tok_per_s") or None, ".1f"),
+                  _num(r.get("request_per_s") or None, ".2f"), med(r.get("ttft_ms"), True),
+                  med(r.get("tpot_ms")), med(r.get("itl_ms")), _num(r.get("mean_acceptance_length") or None, ".2f"),
                   str(r.get("num_requests", 0)))
     Console(width=None if sys.stdout.isatty() else 160).print(t)
+    for r in rungs:
+        if r.get("saturation_message"):
+            print(f"{_rung_label(r)}: {r['saturation_message']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -102,17 +117,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         manifest = load_manifest(args.manifest)
     case = find_case(args.case)
-    try:
-        settings = LoadgenSettings(concurrencies=args.concurrency or LoadgenSettings().concurrencies,
-                                   num_repeats=args.repeats, num_warmup_waves=args.warmup_waves,
-                                   min_requests_per_slot=args.min_requests_per_slot,
-                                   request_timeout_s=args.request_timeout_s)
-    except ValueError as exc:
-        raise ConformanceError(str(exc)) from None
+    settings = load_settings(args, num_repeats=args.repeats, num_warmup_waves=args.warmup_waves,
+                             min_requests_per_slot=args.min_requests_per_slot,
+                             request_timeout_s=args.request_timeout_s)
 
     def progress(rung: dict[str, Any]) -> None:
         tps = rung.get("output_tok_per_s")
-        print(f"ladder: c={rung['concurrency']} {rung['status']}" + (f" {tps:.1f} tok/s" if tps else ""),
+        print(f"ladder: {_rung_label(rung)} {rung['status']}" + (f" {tps:.1f} tok/s" if tps else ""),
               file=sys.stderr, flush=True)
 
     obs = run_live(manifest, case.to_json(), settings, _overrides(args.set), args.log_dir, on_rung=progress)

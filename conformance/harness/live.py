@@ -156,6 +156,25 @@ def wait_healthy(url: str, engine: EngineProcess, timeout_s: float) -> str | Non
     return f"{url} did not answer 200 within {timeout_s:g} s"
 
 
+def rung_phases(settings: LoadgenSettings) -> list[str]:
+    """The live sampler's phase label of each rung, in order: `c=N` (closed loop), `rate=R/s` (open loop)."""
+    if settings.open_loop:
+        return [f"rate={r:g}/s" for r in settings.request_rates_per_s]
+    return [f"c={c}" for c in settings.concurrencies]
+
+
+def _settings_json(settings: LoadgenSettings) -> dict[str, Any]:
+    out: dict[str, Any] = {"mode": "open" if settings.open_loop else "closed",
+                           "num_repeats": settings.num_repeats, "num_warmup_waves": settings.num_warmup_waves,
+                           "min_requests_per_slot": settings.min_requests_per_slot}
+    if settings.open_loop:
+        out.update(request_rates_per_s=list(settings.request_rates_per_s), arrival=settings.arrival,
+                   burstiness=settings.burstiness, max_concurrency=settings.max_concurrency)
+    else:
+        out["concurrencies"] = list(settings.concurrencies)
+    return out
+
+
 def _with_log(message: str, engine: EngineProcess) -> str:
     return f"{message}\n--- engine log ({engine.log_path.name}, last lines) ---\n{engine.log_tail()}"
 
@@ -181,8 +200,9 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
     obs["device"]["hardware"] = describe(str(values.get("device", "cpu")))
     obs["provenance"]["mapping"] = {"argv": argv, "env": render_env(m.env, values), "manifest": str(m.path)}
     obs["provenance"]["glue"] = [
-        {"name": "conformance.loadgen", "description": "closed-loop streaming client: requests, clock, seeds, "
-                                                      "throughput and latency figures, acceptance from /metrics deltas"},
+        {"name": "conformance.loadgen",
+         "description": f"{'open' if settings.open_loop else 'closed'}-loop streaming client: requests, clock, seeds, "
+                        "throughput and latency figures, acceptance from /metrics deltas"},
         {"name": "conformance.harness.live.parse_plan_figures",
          "description": f"plan figures read from the engine's startup log by the manifest's regexes ({m.path.name})"}]
     obs["provenance"]["functions"] = [f"{m.engine} server: POST /v1/completions (stream)", f"{m.engine} server: GET /metrics"]
@@ -215,14 +235,14 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric)
         sampler.start()
         sampler.wait_for_samples(2)   # the idle footprint, before any request
-        concurrencies = list(settings.concurrencies)
-        if concurrencies:
-            sampler.mark(f"c={concurrencies[0]}")
+        phases = rung_phases(settings)
+        sampler.mark(phases[0])
+        done: list[dict[str, Any]] = []
 
-        def rung_done(rung: dict[str, Any]) -> None:
-            i = concurrencies.index(rung["concurrency"]) if rung["concurrency"] in concurrencies else -1
-            if 0 <= i < len(concurrencies) - 1:
-                sampler.mark(f"c={concurrencies[i + 1]}")
+        def rung_done(rung: dict[str, Any]) -> None:   # rungs come in the settings' order
+            done.append(rung)
+            if len(done) < len(phases):
+                sampler.mark(phases[len(done)])
             on_rung(rung)
 
         try:
@@ -233,15 +253,14 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
             sampler.stop()
         timing["ladder_s"] = time.perf_counter() - t1
         live = sampler.summary()
-        live["top_rung"] = f"c={concurrencies[-1]}" if concurrencies else None
+        # open loop holds no fixed number in flight: live.concurrency_served has nothing to compare
+        live["top_rung"] = None if settings.open_loop else phases[-1]
+        live["mode"] = "open" if settings.open_loop else "closed"
         timing["rungs"] = [{"concurrency": r["concurrency"], "wall_s": r.pop("wall_s", None)} for r in result.rungs]
         obs["throughput"] = {"model": result.model, "plan": plan, "rungs": result.rungs, "live": live,
                              "workload": {"prompt_tokens": workload.prompt_tokens,
                                           "output_tokens": workload.output_tokens, "seed": workload.seed},
-                             "settings": {"concurrencies": list(settings.concurrencies),
-                                          "num_repeats": settings.num_repeats,
-                                          "num_warmup_waves": settings.num_warmup_waves,
-                                          "min_requests_per_slot": settings.min_requests_per_slot}}
+                             "settings": _settings_json(settings)}
         failed = result.message or next((r["message"] for r in result.rungs if r["status"] == "error"), None)
         gone = engine.exited()
         if gone and not failed:

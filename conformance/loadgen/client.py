@@ -13,7 +13,10 @@ or Content-Length body (or one delimited by the close).
 Contract: `Connection.stream(...)` never raises for what the server does (refused connection,
 HTTP error, broken or truncated stream, timeout): it returns a `RequestRecord` with `error` set.
 Times are `time.perf_counter()` seconds (see `record`). A chunk's time is when the segment
-holding it was read from the socket, as aiohttp's `iter_any` loop in vLLM's bench sees it.
+holding it was read from the socket, as aiohttp's `iter_any` loop in vLLM's bench sees it. A chunk
+counts as a token chunk (TTFT, ITL, the last chunk of TPOT) when its `choices` list is non-empty,
+whatever its text, as `vllm bench serve` counts them (a special token's empty text, a finish chunk);
+the usage chunk (`choices: []`) and `[DONE]` do not.
 """
 
 from __future__ import annotations
@@ -48,13 +51,14 @@ def encode_request(host: str, port: int, path: str, body: dict) -> bytes:
 class _Response:
     """Parse state of one response: head, then a chunked or Content-Length body, then SSE events."""
 
-    __slots__ = ("status", "chunked", "remaining", "raw", "sse", "chunks", "usage", "done", "error", "complete",
-                 "text", "head_done")
+    __slots__ = ("status", "chunked", "remaining", "raw", "sse", "chunks", "num_text_chunks", "usage", "done",
+                 "error", "complete", "text", "head_done")
 
     def __init__(self) -> None:
         self.status, self.chunked, self.remaining, self.head_done = 0, False, -1, False
         self.raw, self.sse = b"", b""
         self.chunks: list[float] = []
+        self.num_text_chunks = 0   # chunks carrying text or token ids: the output length without usage
         self.usage: dict | None = None
         self.done, self.complete = False, False
         self.error: str | None = None
@@ -180,10 +184,11 @@ class _Protocol(asyncio.Protocol):
                 continue
             if chunk.get("usage"):
                 r.usage = chunk["usage"]
-            for c in chunk.get("choices") or ():
-                if c.get("text") or c.get("token_ids"):
-                    r.chunks.append(now)
-                    break
+            choices = chunk.get("choices")
+            if choices:   # vLLM's bench: any chunk with choices, its text possibly empty
+                r.chunks.append(now)
+                c = choices[0]
+                r.num_text_chunks += bool(c.get("text") or c.get("token_ids"))
         r.sse = buf[start:]
 
     def _end(self, r: _Response) -> None:
@@ -232,7 +237,7 @@ class Connection:
         if r.error is not None:
             self.close()
         u = r.usage
-        num_out = int(u["completion_tokens"]) if u and "completion_tokens" in u else len(r.chunks)
+        num_out = int(u["completion_tokens"]) if u and "completion_tokens" in u else r.num_text_chunks
         num_prompt = int(u["prompt_tokens"]) if u and "prompt_tokens" in u else None
         return RequestRecord(index=index, start_s=start, end_s=end,
                              ttft_s=(r.chunks[0] - start) if r.chunks else None, chunk_times_s=tuple(r.chunks),

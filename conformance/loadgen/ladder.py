@@ -15,8 +15,10 @@ Nothing here raises for what the server does. Rung fields:
     measured requests; None when the engine exposes none), wall_s (measured wall time, summed over
     repeats), client {num_processes, event_loop}, records (every measured request, `record`'s disk
     format, with its `repeat`) and repeats_t0_wall_time_ns (each repeat's start in calendar time).
-    Open loop adds request_rate_per_s, scheduled_request_per_s, achieved_request_per_s,
-    client_lag_ms, queued_ms, saturated (None / client / concurrency_cap), saturation_message.
+    Open loop adds request_rate_per_s, arrival (poisson / constant), burstiness, max_concurrency
+    (0: no cap), scheduled_request_per_s, achieved_request_per_s (the send rate, from the records'
+    start times), client_lag_ms, queued_ms, saturated (None / client / concurrency_cap),
+    saturation_message.
 """
 
 from __future__ import annotations
@@ -206,7 +208,8 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     if rate is not None:
         for f in ("scheduled_request_per_s", "achieved_request_per_s"):
             rung[f] = _median([w[f] for w in waves])
-        rung["request_rate_per_s"] = rate
+        rung.update(request_rate_per_s=rate, arrival=settings.arrival, burstiness=settings.burstiness,
+                    max_concurrency=settings.max_concurrency)
         rung["client_lag_ms"] = spread([r.client_lag_s for r in measured], 1e3)
         rung["queued_ms"] = spread([r.queued_s for r in measured], 1e3)
     if settings.keep_records:

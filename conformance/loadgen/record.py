@@ -8,9 +8,9 @@ the same instant) to place it in calendar time.
 
 Record fields on disk (units in names):
     index, worker, scheduled_ms (open loop: when the arrival process asked for it; closed loop:
-    = start_ms), start_ms (sent), ttft_ms (first chunk carrying text or token ids), e2e_ms,
+    = start_ms), start_ms (sent), ttft_ms (first chunk with choices, see `client`), e2e_ms,
     chunk_offsets_us (every such chunk's arrival, microseconds after start), num_output_tokens
-    (usage.completion_tokens, else the number of text chunks), num_prompt_tokens, queued_ms (open
+    (usage.completion_tokens, else the number of chunks carrying text), num_prompt_tokens, queued_ms (open
     loop: time waiting for a slot under the concurrency cap), error
 """
 
@@ -23,8 +23,8 @@ class RequestRecord(NamedTuple):
     index: int
     start_s: float
     end_s: float
-    ttft_s: float | None              # first chunk carrying text (or token ids), from start
-    chunk_times_s: tuple[float, ...]  # arrival of every chunk carrying text (or token ids)
+    ttft_s: float | None              # first chunk with choices (text possibly empty), from start
+    chunk_times_s: tuple[float, ...]  # arrival of every chunk with choices
     num_output_tokens: int
     num_prompt_tokens: int | None
     error: str | None
@@ -41,11 +41,18 @@ class RequestRecord(NamedTuple):
         return self.end_s - self.start_s
 
     @property
+    def last_chunk_s(self) -> float | None:
+        """From start to the last chunk with choices: `vllm bench serve`'s request latency (E2EL), which
+        stops at the last chunk with choices, before the usage chunk and `[DONE]` (`e2e_s` includes them)."""
+        return self.chunk_times_s[-1] - self.start_s if self.chunk_times_s else None
+
+    @property
     def tpot_s(self) -> float | None:
-        """(e2e - TTFT) / (output tokens - 1), vLLM's definition."""
-        if self.ttft_s is None or self.num_output_tokens < 2:
+        """(last chunk - TTFT) / (output tokens - 1): vLLM's (latency - ttft) / (output_len - 1)."""
+        last = self.last_chunk_s
+        if self.ttft_s is None or last is None or self.num_output_tokens < 2:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.num_output_tokens - 1)
+        return (last - self.ttft_s) / (self.num_output_tokens - 1)
 
     @property
     def lateness_s(self) -> float:

@@ -3,7 +3,7 @@
 Contract: `percentile_points(rungs, metric)` gives {"p50" | "p90" | "p99": [(x, ms), ...]} over the
 rungs that are ok, x being the rung's concurrency (closed loop) or request rate (open loop). The
 percentiles are recomputed from the rung's per-request `records` when it kept them (TTFT from
-`ttft_ms`, TPOT as (e2e - TTFT) / (output tokens - 1)), else read from the rung's summary
+`ttft_ms`, TPOT as (last chunk - TTFT) / (output tokens - 1), as `RequestRecord.tpot_s`), else read from the rung's summary
 (`median`, `p90`, `p99` where present).
 """
 
@@ -24,8 +24,8 @@ def _samples(rung: dict[str, Any], metric: str) -> list[float]:
             continue
         if metric == "ttft_ms":
             out.append(d["ttft_ms"])
-        elif d["num_output_tokens"] > 1:
-            out.append((d["e2e_ms"] - d["ttft_ms"]) / (d["num_output_tokens"] - 1))
+        elif d["num_output_tokens"] > 1 and d["chunk_offsets_us"]:
+            out.append((d["chunk_offsets_us"][-1] / 1e3 - d["ttft_ms"]) / (d["num_output_tokens"] - 1))
     return out
 
 

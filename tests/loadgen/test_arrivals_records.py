@@ -51,6 +51,15 @@ def test_record_round_trips_through_its_disk_format() -> None:
     assert back.itl_s() == pytest.approx([0.2, 0.2]) and back.client_lag_s == pytest.approx(0.04)
 
 
+def test_tpot_stops_at_the_last_text_chunk_as_vllm_bench_does() -> None:
+    # the usage chunk and [DONE] arrive 0.4 s after the last token: in e2e, not in TPOT (vLLM's latency
+    # is the last chunk with choices)
+    r = RequestRecord(index=0, start_s=1.0, end_s=2.0, ttft_s=0.1, chunk_times_s=(1.1, 1.3, 1.6),
+                      num_output_tokens=3, num_prompt_tokens=4, error=None)
+    assert r.e2e_s == pytest.approx(1.0) and r.last_chunk_s == pytest.approx(0.6)
+    assert r.tpot_s == pytest.approx(0.25)
+
+
 def test_saturation_names_the_client_or_the_cap() -> None:
     # asked every 10 ms, sent every 20 ms: short of the schedule by half
     late_client = [_rec(i, i * 0.02, i * 0.01) for i in range(10)]

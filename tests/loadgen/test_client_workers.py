@@ -62,6 +62,36 @@ def test_a_stream_cut_mid_way_is_an_error() -> None:
     assert not r.ok and "closed" in r.error and len(r.chunk_times_s) == 1
 
 
+def test_chunks_are_counted_as_vllm_bench_counts_them() -> None:
+    # an empty-text first chunk (a special token) and an empty finish chunk count, as in vLLM's bench;
+    # the usage chunk and [DONE] do not; the output length is usage's
+    lsock = socket.create_server(("127.0.0.1", 0))
+    events = [b'{"choices":[{"text":""}]}', b'{"choices":[{"text":"ab"}]}',
+              b'{"choices":[{"text":"","finish_reason":"length"}]}',
+              b'{"choices":[],"usage":{"prompt_tokens":2,"completion_tokens":3}}', b"[DONE]"]
+
+    def serve_slowly() -> None:
+        conn, _ = lsock.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for e in events:
+            data = b"data: " + e + b"\n\n"
+            conn.sendall(b"%x\r\n%s\r\n" % (len(data), data))
+            threading.Event().wait(0.05)
+        conn.sendall(b"0\r\n\r\n")
+        conn.close()
+
+    t = threading.Thread(target=serve_slowly)
+    t.start()
+    r = _stream(lsock.getsockname()[1])
+    t.join()
+    lsock.close()
+    assert r.ok and len(r.chunk_times_s) == 3 and r.num_output_tokens == 3
+    assert r.ttft_s == pytest.approx(r.chunk_times_s[0] - r.start_s)
+    assert r.last_chunk_s < r.e2e_s   # TPOT stops at the finish chunk, before the usage chunk and [DONE]
+    assert r.tpot_s == pytest.approx((r.chunk_times_s[-1] - r.chunk_times_s[0]) / 2)
+
+
 def test_a_malformed_chunked_body_is_an_error() -> None:
     lsock = socket.create_server(("127.0.0.1", 0))
 

@@ -1,0 +1,143 @@
+"""`vllm bench serve` as a benchmark's second client: offline, on pre-tokenized prompts, its JSON read back.
+
+    with VllmBench(vllm_venv, work, cpu=1) as bench:
+        result = bench.run(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens)
+
+Contract: `run` runs the real `vllm bench serve` (its CLI entry function in a resident interpreter
+of the cached vLLM venv, `vllm_bench_resident`, pinned to `cpu`), closed loop (`--request-rate inf
+--max-concurrency c`, `--num-warmups c`), greedy (`--temperature 0`), a fixed output length
+(`--ignore-eos`), and returns its saved result (`--save-result --save-detailed`: the summary
+figures and every request's ttft / itl / latency / output length). It raises `RuntimeError` with
+the end of vLLM's log when the run fails or any request failed.
+
+Offline: vLLM's bench needs a tokenizer even for token-id prompts, so one is built here (a
+word-level `tokenizers` vocabulary of the model's ids, saved with `PreTrainedTokenizerFast`; no hub
+access, HF_HUB_OFFLINE=1). Prompts come from vLLM's `timed_trace` dataset (a jsonl of input /
+output lengths and hash ids that vLLM expands into token-id prompts: the reference server takes
+token ids only) with `--no-self-timed`, so arrivals follow `--request-rate`, not the trace.
+
+`figures(result)` reads what the table compares: vLLM's own medians (numpy's, over requests for
+TTFT / TPOT / E2EL, over every gap for ITL) and its output tokens/s (total output tokens over the
+benchmark's duration).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+VLLM_VENV = Path.home() / ".cache/dflash-conformance/oracles/vllm-0.33.0"
+RESIDENT = Path(__file__).resolve().parent / "vllm_bench_resident.py"
+
+
+def build_tokenizer(out: Path, vocab_size: int) -> Path:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(vocab_size)}, unk_token="t1"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t1").save_pretrained(out)
+    return out
+
+
+def write_trace(path: Path, num_requests: int, prompt_tokens: int, output_tokens: int) -> Path:
+    with path.open("w") as f:
+        for i in range(num_requests):
+            f.write(json.dumps({"timestamp": 0, "input_length": prompt_tokens, "output_length": output_tokens,
+                                "hash_ids": [i]}) + "\n")
+    return path
+
+
+def bench_argv(base_url: str, model: str, tokenizer: Path, trace: Path, concurrency: int, num_requests: int,
+               result_dir: Path, result_name: str) -> list[str]:
+    """The arguments after `vllm bench serve`."""
+    return ["--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model,
+            "--tokenizer", str(tokenizer), "--dataset-name", "timed_trace", "--dataset-path", str(trace),
+            "--no-self-timed", "--request-rate", "inf", "--max-concurrency", str(concurrency),
+            "--num-prompts", str(num_requests), "--ignore-eos", "--temperature", "0", "--num-warmups",
+            str(concurrency), "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+            "--result-filename", result_name, "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--metric-percentiles", "50,90,99", "--disable-tqdm"]
+
+
+class VllmBench:
+    def __init__(self, venv: Path, work: Path, cpu: int | None = None, vocab_size: int = 1024) -> None:
+        self.venv, self.work, self.cpu = venv, work, cpu
+        self.tokenizer = build_tokenizer(work / "tokenizer", vocab_size)
+        self.log_path = work / "vllm-bench.log"
+
+    @property
+    def version(self) -> str:
+        return self.venv.name
+
+    def __enter__(self) -> "VllmBench":
+        argv = [str(self.venv / "bin/python"), str(RESIDENT)]
+        if self.cpu is not None:
+            argv = ["taskset", "-c", str(self.cpu), *argv]
+        env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+        env.pop("PYTHONPATH", None)
+        self.log = self.log_path.open("w")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, bufsize=1, env=env, cwd=str(self.work))
+        if json.loads(self.proc.stdout.readline() or "{}").get("ready") is not True:
+            raise RuntimeError(f"vllm bench serve did not start:\n{self._log_tail()}")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def _log_tail(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text(errors="replace")[-3000:]
+
+    def run(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
+            output_tokens: int) -> dict:
+        tag = f"{concurrency}-{num_requests}-{prompt_tokens}-{output_tokens}"
+        trace = self.work / f"trace-{tag}.jsonl"
+        if not trace.exists():
+            write_trace(trace, num_requests, prompt_tokens, output_tokens)
+        out = self.work / f"vllm-{tag}-{time.monotonic_ns()}.json"
+        argv = bench_argv(base_url, model, self.tokenizer, trace, concurrency, num_requests, self.work, out.name)
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+        answer = json.loads(self.proc.stdout.readline() or '{"ok": false, "error": "exited"}')
+        if not answer["ok"] or not out.exists():
+            raise RuntimeError(f"vllm bench serve failed: {answer.get('error')}\n{self._log_tail()}")
+        result = json.loads(out.read_text())
+        out.unlink()
+        if result["failed"] or result["completed"] != num_requests:
+            raise RuntimeError(f"vllm bench serve: {result['failed']} of {num_requests} requests failed: "
+                               f"{next((e for e in result['errors'] if e), '')[:2000]}")
+        return result
+
+
+def as_records(result: dict) -> list:
+    """vLLM's per-request timings (`--save-detailed`) as this project's `RequestRecord`s: start, TTFT,
+    every chunk (TTFT then each ITL gap), end at vLLM's latency (its last chunk)."""
+    from itertools import accumulate
+
+    from conformance.loadgen.record import RequestRecord
+
+    out = []
+    for i, (st, ttft, itl, lat, n) in enumerate(zip(result["start_times"], result["ttfts"], result["itls"],
+                                                    result["latencies"], result["output_lens"])):
+        chunks = tuple(accumulate(itl, initial=st + ttft))
+        out.append(RequestRecord(index=i, start_s=st, end_s=st + lat, ttft_s=ttft, chunk_times_s=chunks,
+                                 num_output_tokens=n, num_prompt_tokens=None, error=None))
+    return out
+
+
+def figures(result: dict) -> dict[str, float]:
+    return {"ttft_ms": result["median_ttft_ms"], "tpot_ms": result["median_tpot_ms"],
+            "itl_ms": result["median_itl_ms"], "e2el_ms": result["median_e2el_ms"],
+            "output_tok_per_s": result["output_throughput"], "request_per_s": result["request_throughput"],
+            "num_output_tokens": result["total_output_tokens"]}
