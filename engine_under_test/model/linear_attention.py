@@ -9,9 +9,9 @@
 State lives in pool blocks: conv [num_blocks, conv_dim, >= K-1] (the first K-1 rows hold the
 last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layout; used here
 through a transposed view as [Hv, Dk, Dv]); one block is one state slot (see ForwardBatch).
-On CUDA (backend "fla") a pass that snapshots several positions runs one kernel that reads
-and writes the SSM slots in place (gdn_snapshots.py); other passes gather the state, run the
-kernel and write the saved positions back.
+On CUDA (backend "fla") a pass that snapshots several positions runs two kernels that read
+and write the conv and SSM slots in place (gdn_conv_kernel.py, gdn_snapshots.py); other passes
+gather the state, run the kernels and write the saved positions back.
 """
 
 from __future__ import annotations
@@ -99,7 +99,6 @@ class GatedDeltaNet(nn.Module):
         z = self.in_proj_z(x)                                 # projected late: not alive at the kernels' peak
         out = self.norm(core, z.view(-1, self.num_v_heads, self.head_v_dim))
         return self.out_proj(out.reshape(x.shape[0], -1))
-
 
     def _fused_snapshots(self, mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows, ssm_pool,
                          weight) -> None:
