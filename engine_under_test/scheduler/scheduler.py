@@ -281,12 +281,7 @@ class Scheduler:
                 if req.num_output_placeholders > 0:
                     req.num_output_placeholders -= num_rejected
             for num_new, tok in enumerate(generated, 1):
-                req.output_token_ids.append(tok)
-                if req.eos_token_id is not None and tok == req.eos_token_id:
-                    req.status = RequestStatus.FINISHED_STOPPED
-                elif req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
-                    req.status = RequestStatus.FINISHED_LENGTH
-                if req.status.is_finished:
+                if self._append_token(req, tok):
                     req.num_computed_tokens -= len(generated) - num_new
                     break
             if req.num_output_placeholders > 0:
@@ -298,14 +293,19 @@ class Scheduler:
         self._finished_since_last += done
         return done
 
+    def _append_token(self, req: Request, tok: int) -> bool:
+        """Append one output token and set the finish status (EOS, max_tokens, max_model_len);
+        True when the request finished on it."""
+        req.output_token_ids.append(tok)
+        if req.eos_token_id is not None and tok == req.eos_token_id:
+            req.status = RequestStatus.FINISHED_STOPPED
+        elif req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
+            req.status = RequestStatus.FINISHED_LENGTH
+        return req.status.is_finished
+
     def _append_stale(self, req: Request, generated: list[int], done: list[str]) -> None:
         for tok in generated:
-            req.output_token_ids.append(tok)
-            if req.eos_token_id is not None and tok == req.eos_token_id:
-                req.status = RequestStatus.FINISHED_STOPPED
-            elif req.num_output_tokens >= req.max_tokens or req.num_tokens >= self.max_model_len:
-                req.status = RequestStatus.FINISHED_LENGTH
-            if req.status.is_finished:
+            if self._append_token(req, tok):
                 self.waiting.remove(req)
                 done.append(req.request_id)
                 return
