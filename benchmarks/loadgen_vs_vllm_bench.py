@@ -11,11 +11,15 @@ greedy sampling on both (under sampling a random-weight draft is accepted far mo
 engine would do other work). Each client runs pinned to `--client-cpu`, each server to `--server-cpu`.
 
 Points:
-- `reference`: the reference engine's server (`reference_server_process`: tiny shapes, CPU, TTFT
-  tens of ms), where the client's own cost is small against the engine's, so the two clients'
-  medians must agree. Its spec-decoding counters and CPU seconds are read around every run: both
-  clients must cause the same drafted / accepted tokens, and its CPU time per run shows how much
-  of the host the engine got.
+- `reference`: the reference engine's server (`reference_server_process`: tiny shapes, CPU), with
+  `--reference-prompt-tokens` 128 so its TTFT is ~50 ms and its TPOT ~18 ms: the client's own cost
+  is small against the engine's, so the two clients' medians must agree. Both send the same
+  prompts: vLLM's draw (`VllmBench.prompts`), replayed by ours (`Workload(prompts=...)`). Its spec-decoding
+  counters and CPU seconds are read around every run: both clients must cause the same drafted /
+  accepted tokens, and its CPU time per run shows how much of the host the engine got. Each run is
+  also watched on the wire (`loopback_capture`, with CAP_NET_RAW): how far each client's TTFT and
+  TPOT sit above the wire's for the same requests is that client's own latency, and the wire
+  medians of the two clients' requests say whether the server served both workloads alike.
 - `stub`: the stub server pacing tokens `--step-delay-ms` apart (the client's own cost shows).
 - `ceiling`: the burst stub (no delay) at `--ceiling-concurrency`: the most requests/s each client
   drives, beside the stub's own ceiling (requests per CPU second it spent).
@@ -30,9 +34,11 @@ first chunk with choices, ITL every gap between such chunks, TPOT (last such chu
 tokens - 1) per request, E2EL to the last such chunk, medians as numpy's, output tokens/s over the
 wave's wall time. Checked in every run: this project's statistics recomputed on vLLM's own
 per-request timings (`--save-detailed`) give vLLM's medians (the largest relative gap is printed).
-`--out` writes what is printed to a file as well. A benchmark, not a test: it prints figures and
-checks nothing.
+Both clients' prompt and output token counts per run are printed (vLLM's `timed_trace` prompt
+length is checked against the one asked). `--out` writes what is printed to a file as well. A
+benchmark, not a test: it prints figures and checks nothing.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,40 +49,26 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import vllm_bench_client  # noqa: E402
+from benchmarks.loopback_capture import LoopbackCapture  # noqa: E402
 from benchmarks.reference_server_process import ReferenceServer  # noqa: E402
+from benchmarks.side_by_side import Point, Printer, compare_point, header, load_average  # noqa: E402
 from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder  # noqa: E402
 from conformance.loadgen.stats import quantile, spread  # noqa: E402
 from conformance.loadgen.stub_process import StubProcess  # noqa: E402
 
-METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_tok_per_s")
-HEADS = ("TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "out tok/s")
 VOCAB_SIZE = 1024
 
 
-class Printer:
-    """Print and keep every line, for `--out`."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def __call__(self, line: str = "") -> None:
-        print(line, flush=True)
-        self.lines.append(line)
-
-
-def load_average() -> str:
-    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def ours(base_url: str, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int) -> dict:
-    """One closed-loop rung of `conformance.loadgen` (one client process, this process's CPU affinity)."""
-    w = Workload(num_requests=num_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
-                 seed=0, vocab_size=VOCAB_SIZE)
+def ours(base_url: str, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int,
+         prompts: list[list[int]] = ()) -> dict:
+    """One closed-loop rung of `conformance.loadgen` (one client process, this process's CPU affinity),
+    replaying `prompts` when given."""
+    w = Workload(num_requests=num_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=0,
+                 vocab_size=VOCAB_SIZE, prompts=prompts)
     s = LoadgenSettings(concurrencies=(concurrency,), num_warmup_waves=1, min_requests_per_slot=1,
                         max_num_requests_per_rung=num_requests, num_client_processes=1)
     (r,) = run_ladder(base_url, w, s, MetricNames()).rungs
@@ -89,7 +81,8 @@ def ours_figures(r: dict) -> dict[str, float]:
     last_ms = [d["chunk_offsets_us"][-1] / 1e3 for d in r["records"] if d["chunk_offsets_us"]]
     return {"ttft_ms": r["ttft_ms"]["median"], "tpot_ms": r["tpot_ms"]["median"], "itl_ms": r["itl_ms"]["median"],
             "e2el_ms": quantile(last_ms, 0.5), "output_tok_per_s": r["output_tok_per_s"],
-            "request_per_s": r["request_per_s"], "num_output_tokens": r["num_output_tokens"]}
+            "request_per_s": r["request_per_s"], "num_output_tokens": r["num_output_tokens"],
+            "num_prompt_tokens": sum(d["num_prompt_tokens"] or 0 for d in r["records"])}
 
 
 def definitions_gap(result: dict) -> float:
@@ -97,7 +90,8 @@ def definitions_gap(result: dict) -> float:
     statistics (`RequestRecord`, `stats.spread`) recomputed on vLLM's own per-request timings: 0 when
     the definitions are the same."""
     recs = vllm_bench_client.as_records(result)
-    mine = {"ttft": spread([r.ttft_s for r in recs], 1e3), "tpot": spread([r.tpot_s for r in recs if r.tpot_s is not None], 1e3),
+    mine = {"ttft": spread([r.ttft_s for r in recs], 1e3),
+            "tpot": spread([r.tpot_s for r in recs if r.tpot_s is not None], 1e3),
             "itl": spread([x for r in recs for x in r.itl_s()], 1e3),
             "e2el": spread([r.last_chunk_s for r in recs], 1e3)}
     return max(abs(mine[m]["median"] / result[f"median_{m}_ms"] - 1) for m in mine)
@@ -107,48 +101,8 @@ def vllm_figures(result: dict) -> dict[str, float]:
     return {**vllm_bench_client.figures(result), "definitions_gap": definitions_gap(result)}
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
-
-
-def compare_point(emit: Printer, label: str, concurrency: int, rounds: int,
-                  run_vllm: Callable[[], dict], run_ours: Callable[[], dict],
-                  engine_work: Callable[[], dict] | None = None) -> None:
-    """`rounds` side-by-side runs of both clients, alternating who goes first; one row of medians."""
-    load_before = load_average()
-    got: dict[str, list[dict]] = {"vllm": [], "ours": []}
-    work: dict[str, list[dict]] = {"vllm": [], "ours": []}
-    for i in range(rounds):
-        for who in (("vllm", "ours") if i % 2 == 0 else ("ours", "vllm")):
-            before = engine_work() if engine_work else None
-            got[who].append(run_vllm() if who == "vllm" else run_ours())
-            if engine_work:
-                after = engine_work()
-                work[who].append({k: after[k] - before[k] for k in after})
-    mine = {m: statistics.median(f[m] for f in got["ours"]) for m in METRICS}
-    theirs = {m: statistics.median(f[m] for f in got["vllm"]) for m in METRICS}
-    ratios = {m: [_ratio(o[m], v[m]) for o, v in zip(got["ours"], got["vllm"])] for m in METRICS}
-    cells = " ".join(f"{mine[m]:>9.2f} {theirs[m]:>9.2f} {statistics.median(ratios[m]):>6.3f}" for m in METRICS)
-    emit(f"{label:<12} {concurrency:>3} {cells}")
-    per_round = "; ".join(f"{h.split()[0]} " + " ".join(f"{x:.3f}" for x in ratios[m])
-                          for h, m in zip(HEADS, METRICS) if m in ("ttft_ms", "tpot_ms"))
-    tokens = {who: {f["num_output_tokens"] for f in got[who]} for who in got}
-    emit(f"{'':<16} rounds (ours/vLLM): {per_round}")
-    line = f"{'':<16} output tokens per run: ours {sorted(tokens['ours'])}, vllm {sorted(tokens['vllm'])}"
-    gap = max(f["definitions_gap"] for f in got["vllm"])
-    emit(line + f"; our statistics on vLLM's per-request timings differ from its medians by at most {gap:.1e}")
-    if engine_work:
-        total = {who: {k: sum(w[k] for w in work[who]) for k in work[who][0]} for who in work}
-        cpu = {who: statistics.median(w["cpu_s"] for w in work[who]) for who in work}
-        emit(f"{'':<16} engine over the rounds, drafted / accepted tokens: ours {total['ours']['draft_tokens']:.0f} / "
-             f"{total['ours']['accepted_tokens']:.0f}, vllm {total['vllm']['draft_tokens']:.0f} / "
-             f"{total['vllm']['accepted_tokens']:.0f}; its CPU s per run (median): ours {cpu['ours']:.2f}, "
-             f"vllm {cpu['vllm']:.2f}")
-    emit(f"{'':<16} load average before / after: {load_before} / {load_average()}")
-
-
 def ceiling(emit: Printer, a: argparse.Namespace, bench: vllm_bench_client.VllmBench) -> None:
-    c, n = a.ceiling_concurrency, a.ceiling_requests
+    c, n, out = a.ceiling_concurrency, a.ceiling_requests, a.ceiling_output_tokens
     got: dict[str, list[float]] = {"vllm": [], "ours": []}
     load_before = load_average()
     with StubProcess(cpu=a.server_cpu) as stub:
@@ -156,16 +110,15 @@ def ceiling(emit: Printer, a: argparse.Namespace, bench: vllm_bench_client.VllmB
         for i in range(a.rounds):
             for who in (("vllm", "ours") if i % 2 == 0 else ("ours", "vllm")):
                 if who == "vllm":
-                    v = bench.run(stub.base_url, "stub", c, n, a.prompt_tokens, a.ceiling_output_tokens)
-                    got[who].append(v["request_throughput"])
+                    got[who].append(bench.run(stub.base_url, "stub", c, n, a.prompt_tokens, out)["request_throughput"])
                 else:
-                    got[who].append(ours(stub.base_url, c, n, a.prompt_tokens, a.ceiling_output_tokens)["request_per_s"])
+                    got[who].append(ours(stub.base_url, c, n, a.prompt_tokens, out)["request_per_s"])
         after = stub.state()
     stub_ceiling = (after["num_requests"] - before["num_requests"]) / (after["cpu_s"] - before["cpu_s"])
-    emit(f"ceiling: burst stub, c={c}, {n} requests of {a.ceiling_output_tokens} tokens, {a.rounds} rounds each")
+    emit(f"ceiling: burst stub, c={c}, {n} requests of {out} tokens, {a.rounds} rounds each")
     for who, name in (("ours", "conformance.loadgen"), ("vllm", "vllm bench serve")):
         emit(f"  {name:<20} req/s per round {', '.join(f'{x:.0f}' for x in got[who])}; best {max(got[who]):.0f} "
-             f"req/s ({max(got[who]) * a.ceiling_output_tokens:.0f} tok/s), median {statistics.median(got[who]):.0f}")
+             f"req/s ({max(got[who]) * out:.0f} tok/s), median {statistics.median(got[who]):.0f}")
     ratios = [o / v for o, v in zip(got["ours"], got["vllm"])]
     emit(f"  ours/vLLM: best {max(got['ours']) / max(got['vllm']):.2f}, median of rounds "
          f"{statistics.median(ratios):.2f}; the stub's own ceiling over all rounds: {stub_ceiling:.0f} req/s "
@@ -173,19 +126,26 @@ def ceiling(emit: Printer, a: argparse.Namespace, bench: vllm_bench_client.VllmB
     emit(f"  load average before / after: {load_before} / {load_average()}")
 
 
+def _counts(text: str, n: int) -> list[int]:
+    xs = [int(x) for x in text.split(",")]
+    return xs + xs[-1:] * (n - len(xs))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vllm-venv", type=Path, default=vllm_bench_client.VLLM_VENV)
     ap.add_argument("--servers", default="reference,ceiling", help="comma list of reference, stub, ceiling")
     ap.add_argument("--rounds", type=int, default=10, help="alternations of the two clients per point")
-    ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--reference-concurrency", default="1,4")
     ap.add_argument("--reference-requests", default="8,32",
                     help="requests per run, one per concurrency (at c > 1 enough that the first wave, arriving at "
                          "once, is not the median)")
+    ap.add_argument("--reference-prompt-tokens", type=int, default=128,
+                    help="prompt length against the reference (its TTFT grows with it, the clients' own cost not)")
     ap.add_argument("--reference-output-tokens", type=int, default=32)
-    ap.add_argument("--stub-concurrency", default="1,4,16")
-    ap.add_argument("--stub-requests", type=int, default=200)
+    ap.add_argument("--prompt-tokens", type=int, default=16, help="prompt length against the stub")
+    ap.add_argument("--stub-concurrency", default="1,16")
+    ap.add_argument("--stub-requests", type=int, default=50)
     ap.add_argument("--stub-output-tokens", type=int, default=64)
     ap.add_argument("--step-delay-ms", type=float, default=2.0)
     ap.add_argument("--ceiling-concurrency", type=int, default=64)
@@ -193,9 +153,11 @@ def main() -> int:
     ap.add_argument("--ceiling-output-tokens", type=int, default=64)
     ap.add_argument("--client-cpu", type=int, default=1)
     ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--no-wire", action="store_true", help="skip the loopback capture (it needs CAP_NET_RAW)")
     ap.add_argument("--out", type=Path, default=None, help="also write the printed lines here")
     a = ap.parse_args()
     servers = a.servers.split(",")
+    wire = not a.no_wire and LoopbackCapture.available()
     emit = Printer()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {a.client_cpu})   # our client runs in this process
@@ -204,34 +166,30 @@ def main() -> int:
         emit(f"host: nproc {os.cpu_count()}, niceness {os.nice(0)}, load average {load_average()} at "
              f"{time.strftime('%Y-%m-%d %H:%M:%S')}; python {platform.python_version()}; vllm bench serve of "
              f"{bench.version}")
-        emit(f"closed loop, prompts of {a.prompt_tokens} token ids, ignore_eos, temperature 0; both clients on CPU "
-             f"{a.client_cpu}, the server on CPU {a.server_cpu}; {a.rounds} rounds per point, order alternating; "
-             f"figures: medians over rounds; ratio: median over rounds of ours/vLLM")
-        head = " ".join(f"{h:>9} {'vllm':>9} {'ratio':>6}" for h in HEADS)
-        emit(f"{'server':<12} {'c':>3} {head}")
-        emit(f"{'':<16} " + " ".join(f"{'ours':>9} {'':>9} {'o/v':>6}" for _ in HEADS))
+        emit(f"closed loop, ignore_eos, temperature 0; both clients on CPU {a.client_cpu}, the server on CPU "
+             f"{a.server_cpu}; {a.rounds} rounds per point, order alternating; figures: medians over rounds; ratio: "
+             f"median over rounds of ours/vLLM; wire: {'loopback capture' if wire else 'not measured'}")
+        header(emit)
         if "reference" in servers:
             cs = [int(x) for x in a.reference_concurrency.split(",")]
-            ns = [int(x) for x in a.reference_requests.split(",")]
-            out = a.reference_output_tokens
+            pt, out = a.reference_prompt_tokens, a.reference_output_tokens
             with ReferenceServer(a.server_cpu) as ref:
-                for c, n in zip(cs, ns + ns[-1:] * (len(cs) - len(ns))):
-                    compare_point(
-                        emit, "reference", c, a.rounds,
-                        lambda: vllm_figures(bench.run(ref.base_url, ref.model, c, n, a.prompt_tokens, out)),
-                        lambda: ours_figures(ours(ref.base_url, c, n, a.prompt_tokens, out)),
-                        ref.spec_counters)
+                for c, n in zip(cs, _counts(a.reference_requests, len(cs))):
+                    prompts = bench.prompts(ref.base_url, ref.model, n, pt, out)   # both clients send these
+                    run = {"vllm": lambda: vllm_figures(bench.run(ref.base_url, ref.model, c, n, pt, out)),
+                           "ours": lambda: ours_figures(ours(ref.base_url, c, n, pt, out, prompts))}
+                    compare_point(emit, Point(f"reference {pt}", c, a.rounds, n, out, run, ref.spec_counters,
+                                              ref.port if wire else None, a.client_cpu))
         if "stub" in servers:
-            n, out = a.stub_requests, a.stub_output_tokens
+            n, pt, out = a.stub_requests, a.prompt_tokens, a.stub_output_tokens
             with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
                 for c in (int(x) for x in a.stub_concurrency.split(",")):
-                    compare_point(
-                        emit, f"stub {a.step_delay_ms:g}ms", c, a.rounds,
-                        lambda: vllm_figures(bench.run(stub.base_url, "stub", c, n, a.prompt_tokens, out)),
-                        lambda: ours_figures(ours(stub.base_url, c, n, a.prompt_tokens, out)))
+                    run = {"vllm": lambda: vllm_figures(bench.run(stub.base_url, "stub", c, n, pt, out)),
+                           "ours": lambda: ours_figures(ours(stub.base_url, c, n, pt, out))}
+                    compare_point(emit, Point(f"stub {a.step_delay_ms:g}ms", c, a.rounds, n, out, run))
         if "ceiling" in servers:
             ceiling(emit, a, bench)
-    emit(f"done at {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load_average()}")
+        emit(f"done at {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load_average()}")
     if a.out:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text("\n".join(emit.lines) + "\n")

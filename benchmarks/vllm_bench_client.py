@@ -8,7 +8,9 @@ of the cached vLLM venv, `vllm_bench_resident`, pinned to `cpu`), closed loop (`
 --max-concurrency c`, `--num-warmups c`), greedy (`--temperature 0`), a fixed output length
 (`--ignore-eos`), and returns its saved result (`--save-result --save-detailed`: the summary
 figures and every request's ttft / itl / latency / output length). It raises `RuntimeError` with
-the end of vLLM's log when the run fails or any request failed.
+the end of vLLM's log when the run fails or any request failed. `prompts(...)` gives the token-id
+prompts that `run` sends for the same arguments (vLLM's own draw), so this project's client can
+replay exactly those (`Workload(prompts=...)`).
 
 Offline: vLLM's bench needs a tokenizer even for token-id prompts, so one is built here (a
 word-level `tokenizers` vocabulary of the model's ids, saved with `PreTrainedTokenizerFast`; no hub
@@ -31,6 +33,7 @@ from pathlib import Path
 
 VLLM_VENV = Path.home() / ".cache/dflash-conformance/oracles/vllm-0.33.0"
 RESIDENT = Path(__file__).resolve().parent / "vllm_bench_resident.py"
+TRACE_CHUNK_TOKENS = 16   # vLLM's --timed-trace-chunk-hash-size default
 
 
 def build_tokenizer(out: Path, vocab_size: int) -> Path:
@@ -44,10 +47,13 @@ def build_tokenizer(out: Path, vocab_size: int) -> Path:
 
 
 def write_trace(path: Path, num_requests: int, prompt_tokens: int, output_tokens: int) -> Path:
+    """One line per request. vLLM expands each hash id into TRACE_CHUNK_TOKENS tokens and stops at the
+    last id, so a prompt needs ceil(prompt_tokens / TRACE_CHUNK_TOKENS) ids (distinct across requests)."""
+    k = -(-prompt_tokens // TRACE_CHUNK_TOKENS)
     with path.open("w") as f:
         for i in range(num_requests):
             f.write(json.dumps({"timestamp": 0, "input_length": prompt_tokens, "output_length": output_tokens,
-                                "hash_ids": [i]}) + "\n")
+                                "hash_ids": list(range(i * k, (i + 1) * k))}) + "\n")
     return path
 
 
@@ -99,24 +105,41 @@ class VllmBench:
         self.log.flush()
         return self.log_path.read_text(errors="replace")[-3000:]
 
-    def run(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
-            output_tokens: int) -> dict:
-        tag = f"{concurrency}-{num_requests}-{prompt_tokens}-{output_tokens}"
-        trace = self.work / f"trace-{tag}.jsonl"
-        if not trace.exists():
-            write_trace(trace, num_requests, prompt_tokens, output_tokens)
-        out = self.work / f"vllm-{tag}-{time.monotonic_ns()}.json"
-        argv = bench_argv(base_url, model, self.tokenizer, trace, concurrency, num_requests, self.work, out.name)
-        self.proc.stdin.write(json.dumps(argv) + "\n")
+    def _ask(self, request: object) -> dict:
+        self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         answer = json.loads(self.proc.stdout.readline() or '{"ok": false, "error": "exited"}')
-        if not answer["ok"] or not out.exists():
+        if not answer["ok"]:
             raise RuntimeError(f"vllm bench serve failed: {answer.get('error')}\n{self._log_tail()}")
+        return answer
+
+    def _argv(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
+              output_tokens: int, result_name: str) -> list[str]:
+        trace = self.work / f"trace-{num_requests}-{prompt_tokens}-{output_tokens}.jsonl"
+        if not trace.exists():
+            write_trace(trace, num_requests, prompt_tokens, output_tokens)
+        return bench_argv(base_url, model, self.tokenizer, trace, concurrency, num_requests, self.work, result_name)
+
+    def prompts(self, base_url: str, model: str, num_requests: int, prompt_tokens: int,
+                output_tokens: int) -> list[list[int]]:
+        """The token-id prompts `run` sends for these arguments, in order (vLLM's own draw)."""
+        argv = self._argv(base_url, model, 1, num_requests, prompt_tokens, output_tokens, "unused.json")
+        return self._ask({"samples": argv})["prompts"]
+
+    def run(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
+            output_tokens: int) -> dict:
+        out = self.work / f"vllm-{concurrency}-{num_requests}-{time.monotonic_ns()}.json"
+        self._ask(self._argv(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens, out.name))
+        if not out.exists():
+            raise RuntimeError(f"vllm bench serve wrote no result:\n{self._log_tail()}")
         result = json.loads(out.read_text())
         out.unlink()
         if result["failed"] or result["completed"] != num_requests:
             raise RuntimeError(f"vllm bench serve: {result['failed']} of {num_requests} requests failed: "
                                f"{next((e for e in result['errors'] if e), '')[:2000]}")
+        if set(result["input_lens"]) != {prompt_tokens}:
+            raise RuntimeError(f"vllm bench serve sent prompts of {sorted(set(result['input_lens']))} tokens, "
+                               f"not {prompt_tokens}")
         return result
 
 
@@ -140,4 +163,4 @@ def figures(result: dict) -> dict[str, float]:
     return {"ttft_ms": result["median_ttft_ms"], "tpot_ms": result["median_tpot_ms"],
             "itl_ms": result["median_itl_ms"], "e2el_ms": result["median_e2el_ms"],
             "output_tok_per_s": result["output_throughput"], "request_per_s": result["request_throughput"],
-            "num_output_tokens": result["total_output_tokens"]}
+            "num_output_tokens": result["total_output_tokens"], "num_prompt_tokens": result["total_input_tokens"]}

@@ -34,7 +34,7 @@ _perf = time.perf_counter
 class Job:
     base_url: str
     model: str
-    workload: dict[str, int]       # Workload fields
+    workload: dict[str, Any]       # Workload fields
     tag: str                       # the prompts' tag (see Workload.prompt_token_ids)
     indices: list[int]
     concurrency: int               # closed loop: slots; open loop: the cap (0: none)

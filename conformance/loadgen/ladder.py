@@ -92,7 +92,8 @@ def _job(base_url: str, model: str, workload: Workload, settings: LoadgenSetting
          concurrency: int, start_at_s: float, extra_body: Mapping[str, Any], worker: int,
          offsets_s: list[float] | None = None) -> Job:
     wl = {"num_requests": workload.num_requests, "prompt_tokens": workload.prompt_tokens,
-          "output_tokens": workload.output_tokens, "seed": workload.seed, "vocab_size": workload.vocab_size}
+          "output_tokens": workload.output_tokens, "seed": workload.seed, "vocab_size": workload.vocab_size,
+          "prompts": [list(p) for p in workload.prompts]}
     return Job(base_url=base_url, model=model, workload=wl, tag=tag, indices=indices, concurrency=concurrency,
                start_at_s=start_at_s, offsets_s=offsets_s, temperature=settings.temperature,
                extra_body=dict(extra_body), request_timeout_s=settings.request_timeout_s,

@@ -57,6 +57,22 @@ def test_server_prompts_are_the_workload_prompts() -> None:
     assert prompts == [w.prompt_token_ids("c1-r0", i) for i in range(2)]
 
 
+def test_explicit_prompts_are_replayed_as_given() -> None:
+    given = ((5, 6, 7, 8, 9, 10, 11, 0), (63, 62, 61, 60, 59, 58, 57, 1))
+    w = _workload(num_requests=3, prompts=[list(p) for p in given])
+    assert w.prompts == given
+    with StubServer() as srv:
+        run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1,), num_warmup_waves=1, min_requests_per_slot=1),
+                   NAMES)
+        prompts = srv.state.prompts
+    # the warm-up request (index 0) and the three measured ones cycle through the given prompts
+    assert prompts == [list(given[0]), list(given[0]), list(given[1]), list(given[0])]
+    with pytest.raises(ValueError, match=r"workload.prompts\[1\]"):
+        _workload(prompts=[[1] * 8, [1] * 7])
+    with pytest.raises(ValueError, match=r"workload.prompts\[0\]"):
+        _workload(prompts=[[64] * 8])
+
+
 def test_dead_server_gives_error_rung_and_stops() -> None:
     with StubServer() as srv:
         url = srv.base_url
