@@ -20,6 +20,10 @@ Points:
   also watched on the wire (`loopback_capture`, with CAP_NET_RAW): how far each client's TTFT and
   TPOT sit above the wire's for the same requests is that client's own latency, and the wire
   medians of the two clients' requests say whether the server served both workloads alike.
+  Besides the closed-loop points, open-loop points at `--reference-rates` (requests/s): both clients
+  send on one Poisson schedule (`arrival_offsets`: this project's draw; vLLM replays it as its
+  trace's timestamps with `--self-timed`), so how fast a client turns a finished stream into the
+  next request no longer changes when requests reach the server, as it does in a closed loop.
 - `stub`: the stub server pacing tokens `--step-delay-ms` apart (the client's own cost shows).
 - `ceiling`: the burst stub (no delay) at `--ceiling-concurrency`: the most requests/s each client
   drives, beside the stub's own ceiling (requests per CPU second it spent).
@@ -57,20 +61,31 @@ from benchmarks.loopback_capture import LoopbackCapture  # noqa: E402
 from benchmarks.reference_server_process import ReferenceServer  # noqa: E402
 from benchmarks.side_by_side import Point, Printer, compare_point, header, load_average  # noqa: E402
 from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder  # noqa: E402
+from conformance.loadgen.arrivals import arrival_offsets_s  # noqa: E402
 from conformance.loadgen.stats import quantile, spread  # noqa: E402
 from conformance.loadgen.stub_process import StubProcess  # noqa: E402
 
 VOCAB_SIZE = 1024
+ARRIVAL_SEED = 0
+
+
+def arrival_offsets(num_requests: int, request_rate_per_s: float) -> list[float]:
+    """The open-loop schedule `ours` sends on (conformance.loadgen's own draw), handed to vLLM's bench as
+    its trace's timestamps: both clients send request i at the same offset from their start."""
+    return arrival_offsets_s(num_requests, request_rate_per_s, "poisson", 1.0, seed=ARRIVAL_SEED)
 
 
 def ours(base_url: str, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int,
-         prompts: list[list[int]] = ()) -> dict:
-    """One closed-loop rung of `conformance.loadgen` (one client process, this process's CPU affinity),
-    replaying `prompts` when given."""
+         prompts: list[list[int]] = (), request_rate_per_s: float | None = None) -> dict:
+    """One rung of `conformance.loadgen` (one client process, this process's CPU affinity), replaying
+    `prompts` when given: closed loop at `concurrency`, or open loop at `request_rate_per_s` (Poisson,
+    seed ARRIVAL_SEED, no cap: its arrivals are `arrival_offsets(...)`)."""
     w = Workload(num_requests=num_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=0,
                  vocab_size=VOCAB_SIZE, prompts=prompts)
+    rates = () if request_rate_per_s is None else (request_rate_per_s,)
     s = LoadgenSettings(concurrencies=(concurrency,), num_warmup_waves=1, min_requests_per_slot=1,
-                        max_num_requests_per_rung=num_requests, num_client_processes=1)
+                        max_num_requests_per_rung=num_requests, num_client_processes=1, request_rates_per_s=rates,
+                        arrival="poisson", arrival_seed=ARRIVAL_SEED)
     (r,) = run_ladder(base_url, w, s, MetricNames()).rungs
     if r["status"] != "ok":
         raise RuntimeError(f"loadgen rung failed: {r['message']}")
@@ -140,6 +155,10 @@ def main() -> int:
     ap.add_argument("--reference-requests", default="8,32",
                     help="requests per run, one per concurrency (at c > 1 enough that the first wave, arriving at "
                          "once, is not the median)")
+    ap.add_argument("--reference-rates", default="1,2",
+                    help="open-loop points against the reference (requests/s, Poisson): both clients send on one "
+                         "schedule; empty for none")
+    ap.add_argument("--reference-rate-requests", type=int, default=16, help="requests per open-loop run")
     ap.add_argument("--reference-prompt-tokens", type=int, default=128,
                     help="prompt length against the reference (its TTFT grows with it, the clients' own cost not)")
     ap.add_argument("--reference-output-tokens", type=int, default=32)
@@ -166,7 +185,8 @@ def main() -> int:
         emit(f"host: nproc {os.cpu_count()}, niceness {os.nice(0)}, load average {load_average()} at "
              f"{time.strftime('%Y-%m-%d %H:%M:%S')}; python {platform.python_version()}; vllm bench serve of "
              f"{bench.version}")
-        emit(f"closed loop, ignore_eos, temperature 0; both clients on CPU {a.client_cpu}, the server on CPU "
+        emit(f"closed loop (c) and open loop on one Poisson schedule for both (r/s), ignore_eos, temperature 0; "
+             f"both clients on CPU {a.client_cpu}, the server on CPU "
              f"{a.server_cpu}; {a.rounds} rounds per point, order alternating; figures: medians over rounds; ratio: "
              f"median over rounds of ours/vLLM; wire: {'loopback capture' if wire else 'not measured'}")
         header(emit)
@@ -178,15 +198,22 @@ def main() -> int:
                     prompts = bench.prompts(ref.base_url, ref.model, n, pt, out)   # both clients send these
                     run = {"vllm": lambda: vllm_figures(bench.run(ref.base_url, ref.model, c, n, pt, out)),
                            "ours": lambda: ours_figures(ours(ref.base_url, c, n, pt, out, prompts))}
-                    compare_point(emit, Point(f"reference {pt}", c, a.rounds, n, out, run, ref.spec_counters,
+                    compare_point(emit, Point(f"reference {pt}", str(c), a.rounds, n, out, run, ref.spec_counters,
                                               ref.port if wire else None, a.client_cpu))
+                n = a.reference_rate_requests
+                for rate in (float(x) for x in a.reference_rates.split(",") if x):
+                    prompts, offsets = bench.prompts(ref.base_url, ref.model, n, pt, out), arrival_offsets(n, rate)
+                    run = {"vllm": lambda: vllm_figures(bench.run(ref.base_url, ref.model, None, n, pt, out, offsets)),
+                           "ours": lambda: ours_figures(ours(ref.base_url, 1, n, pt, out, prompts, rate))}
+                    compare_point(emit, Point(f"reference {pt}", f"{rate:g}/s", a.rounds, n, out, run,
+                                              ref.spec_counters, ref.port if wire else None, a.client_cpu))
         if "stub" in servers:
             n, pt, out = a.stub_requests, a.prompt_tokens, a.stub_output_tokens
             with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
                 for c in (int(x) for x in a.stub_concurrency.split(",")):
                     run = {"vllm": lambda: vllm_figures(bench.run(stub.base_url, "stub", c, n, pt, out)),
                            "ours": lambda: ours_figures(ours(stub.base_url, c, n, pt, out))}
-                    compare_point(emit, Point(f"stub {a.step_delay_ms:g}ms", c, a.rounds, n, out, run))
+                    compare_point(emit, Point(f"stub {a.step_delay_ms:g}ms", str(c), a.rounds, n, out, run))
         if "ceiling" in servers:
             ceiling(emit, a, bench)
         emit(f"done at {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load_average()}")

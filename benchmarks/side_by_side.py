@@ -45,14 +45,14 @@ def load_average() -> str:
 
 
 def header(emit: Printer) -> None:
-    emit(f"{'server':<12} {'c':>3} " + " ".join(f"{h:>9} {'vllm':>9} {'ratio':>6}" for h in HEADS))
+    emit(f"{'server':<12} {'c|r':>3} " + " ".join(f"{h:>9} {'vllm':>9} {'ratio':>6}" for h in HEADS))
     emit(f"{'':<16} " + " ".join(f"{'ours':>9} {'':>9} {'o/v':>6}" for _ in HEADS))
 
 
 @dataclass
 class Point:
     label: str
-    concurrency: int
+    load: str                                          # "4" (closed loop, c) or "2/s" (open loop, rate)
     rounds: int
     num_requests: int
     output_tokens: int
@@ -98,7 +98,7 @@ def compare_point(emit: Printer, p: Point) -> None:
                 work[who].append(w)
     med = {who: {m: _median(f[m] for f in got[who]) for m in METRICS} for who in CLIENTS}
     ratios = {m: [o[m] / v[m] for o, v in zip(got["ours"], got["vllm"])] for m in METRICS}
-    emit(f"{p.label:<12} {p.concurrency:>3} " + " ".join(
+    emit(f"{p.label:<12} {p.load:>3} " + " ".join(
         f"{med['ours'][m]:>9.2f} {med['vllm'][m]:>9.2f} {_median(ratios[m]):>6.3f}" for m in METRICS))
     pad = " " * 16
     emit(f"{pad} rounds (ours/vLLM): " + "; ".join(

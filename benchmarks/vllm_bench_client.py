@@ -5,8 +5,10 @@
 
 Contract: `run` runs the real `vllm bench serve` (its CLI entry function in a resident interpreter
 of the cached vLLM venv, `vllm_bench_resident`, pinned to `cpu`), closed loop (`--request-rate inf
---max-concurrency c`, `--num-warmups c`), greedy (`--temperature 0`), a fixed output length
-(`--ignore-eos`), and returns its saved result (`--save-result --save-detailed`: the summary
+--max-concurrency c`, `--num-warmups c`) or, given `arrival_offsets_s`, open loop on exactly those
+arrivals (the trace's timestamps, `--self-timed`, no concurrency cap, `--num-warmups
+OPEN_LOOP_WARMUPS`: another client can send on the same schedule), greedy (`--temperature 0`),
+a fixed output length (`--ignore-eos`), and returns its saved result (`--save-result --save-detailed`: the summary
 figures and every request's ttft / itl / latency / output length). It raises `RuntimeError` with
 the end of vLLM's log when the run fails or any request failed. `prompts(...)` gives the token-id
 prompts that `run` sends for the same arguments (vLLM's own draw), so this project's client can
@@ -16,7 +18,8 @@ Offline: vLLM's bench needs a tokenizer even for token-id prompts, so one is bui
 word-level `tokenizers` vocabulary of the model's ids, saved with `PreTrainedTokenizerFast`; no hub
 access, HF_HUB_OFFLINE=1). Prompts come from vLLM's `timed_trace` dataset (a jsonl of input /
 output lengths and hash ids that vLLM expands into token-id prompts: the reference server takes
-token ids only) with `--no-self-timed`, so arrivals follow `--request-rate`, not the trace.
+token ids only); closed loop with `--no-self-timed`, so arrivals follow `--request-rate`, not the
+trace; open loop with `--self-timed`, so vLLM's own `get_request` sleeps until each timestamp.
 
 `figures(result)` reads what the table compares: vLLM's own medians (numpy's, over requests for
 TTFT / TPOT / E2EL, over every gap for ITL) and its output tokens/s (total output tokens over the
@@ -29,11 +32,13 @@ import json
 import os
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 VLLM_VENV = Path.home() / ".cache/dflash-conformance/oracles/vllm-0.33.0"
 RESIDENT = Path(__file__).resolve().parent / "vllm_bench_resident.py"
 TRACE_CHUNK_TOKENS = 16   # vLLM's --timed-trace-chunk-hash-size default
+OPEN_LOOP_WARMUPS = 4     # as conformance.loadgen's open-loop rung: one closed warm-up wave of 4
 
 
 def build_tokenizer(out: Path, vocab_size: int) -> Path:
@@ -46,25 +51,33 @@ def build_tokenizer(out: Path, vocab_size: int) -> Path:
     return out
 
 
-def write_trace(path: Path, num_requests: int, prompt_tokens: int, output_tokens: int) -> Path:
+def write_trace(path: Path, num_requests: int, prompt_tokens: int, output_tokens: int,
+                timestamps_s: list[float] | None = None) -> Path:
     """One line per request. vLLM expands each hash id into TRACE_CHUNK_TOKENS tokens and stops at the
-    last id, so a prompt needs ceil(prompt_tokens / TRACE_CHUNK_TOKENS) ids (distinct across requests)."""
+    last id, so a prompt needs ceil(prompt_tokens / TRACE_CHUNK_TOKENS) ids (distinct across requests).
+    `timestamps_s`: each request's arrival, seconds from the first (read only with `--self-timed`)."""
+    if timestamps_s is not None and len(timestamps_s) != num_requests:
+        raise ValueError(f"write_trace: {len(timestamps_s)} timestamps for {num_requests} requests")
     k = -(-prompt_tokens // TRACE_CHUNK_TOKENS)
     with path.open("w") as f:
         for i in range(num_requests):
-            f.write(json.dumps({"timestamp": 0, "input_length": prompt_tokens, "output_length": output_tokens,
+            ts = 0 if timestamps_s is None else timestamps_s[i]
+            f.write(json.dumps({"timestamp": ts, "input_length": prompt_tokens, "output_length": output_tokens,
                                 "hash_ids": list(range(i * k, (i + 1) * k))}) + "\n")
     return path
 
 
-def bench_argv(base_url: str, model: str, tokenizer: Path, trace: Path, concurrency: int, num_requests: int,
+def bench_argv(base_url: str, model: str, tokenizer: Path, trace: Path, concurrency: int | None, num_requests: int,
                result_dir: Path, result_name: str) -> list[str]:
-    """The arguments after `vllm bench serve`."""
+    """The arguments after `vllm bench serve`: closed loop at `concurrency`, or (None) the trace's own
+    timestamps with no concurrency cap."""
+    load = (["--self-timed", "--num-warmups", str(OPEN_LOOP_WARMUPS)] if concurrency is None else
+            ["--no-self-timed", "--request-rate", "inf", "--max-concurrency", str(concurrency), "--num-warmups",
+             str(concurrency)])
     return ["--backend", "openai", "--base-url", base_url, "--endpoint", "/v1/completions", "--model", model,
-            "--tokenizer", str(tokenizer), "--dataset-name", "timed_trace", "--dataset-path", str(trace),
-            "--no-self-timed", "--request-rate", "inf", "--max-concurrency", str(concurrency),
-            "--num-prompts", str(num_requests), "--ignore-eos", "--temperature", "0", "--num-warmups",
-            str(concurrency), "--save-result", "--save-detailed", "--result-dir", str(result_dir),
+            "--tokenizer", str(tokenizer), "--dataset-name", "timed_trace", "--dataset-path", str(trace), *load,
+            "--num-prompts", str(num_requests), "--ignore-eos", "--temperature", "0",
+            "--save-result", "--save-detailed", "--result-dir", str(result_dir),
             "--result-filename", result_name, "--percentile-metrics", "ttft,tpot,itl,e2el",
             "--metric-percentiles", "50,90,99", "--disable-tqdm"]
 
@@ -113,11 +126,12 @@ class VllmBench:
             raise RuntimeError(f"vllm bench serve failed: {answer.get('error')}\n{self._log_tail()}")
         return answer
 
-    def _argv(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
-              output_tokens: int, result_name: str) -> list[str]:
-        trace = self.work / f"trace-{num_requests}-{prompt_tokens}-{output_tokens}.jsonl"
+    def _argv(self, base_url: str, model: str, concurrency: int | None, num_requests: int, prompt_tokens: int,
+              output_tokens: int, result_name: str, arrival_offsets_s: list[float] | None = None) -> list[str]:
+        timed = "" if arrival_offsets_s is None else f"-timed{zlib.crc32(json.dumps(arrival_offsets_s).encode()):08x}"
+        trace = self.work / f"trace-{num_requests}-{prompt_tokens}-{output_tokens}{timed}.jsonl"
         if not trace.exists():
-            write_trace(trace, num_requests, prompt_tokens, output_tokens)
+            write_trace(trace, num_requests, prompt_tokens, output_tokens, arrival_offsets_s)
         return bench_argv(base_url, model, self.tokenizer, trace, concurrency, num_requests, self.work, result_name)
 
     def prompts(self, base_url: str, model: str, num_requests: int, prompt_tokens: int,
@@ -126,10 +140,14 @@ class VllmBench:
         argv = self._argv(base_url, model, 1, num_requests, prompt_tokens, output_tokens, "unused.json")
         return self._ask({"samples": argv})["prompts"]
 
-    def run(self, base_url: str, model: str, concurrency: int, num_requests: int, prompt_tokens: int,
-            output_tokens: int) -> dict:
+    def run(self, base_url: str, model: str, concurrency: int | None, num_requests: int, prompt_tokens: int,
+            output_tokens: int, arrival_offsets_s: list[float] | None = None) -> dict:
+        """Closed loop at `concurrency`, or (`concurrency` None) open loop on `arrival_offsets_s`."""
+        if (concurrency is None) != (arrival_offsets_s is not None):
+            raise ValueError("run: give either a concurrency (closed loop) or arrival offsets (open loop)")
         out = self.work / f"vllm-{concurrency}-{num_requests}-{time.monotonic_ns()}.json"
-        self._ask(self._argv(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens, out.name))
+        self._ask(self._argv(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens, out.name,
+                             arrival_offsets_s))
         if not out.exists():
             raise RuntimeError(f"vllm bench serve wrote no result:\n{self._log_tail()}")
         result = json.loads(out.read_text())
