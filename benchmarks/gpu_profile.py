@@ -3,8 +3,9 @@
     python benchmarks/gpu_profile.py --out DIR        # one H200: 2b shapes, bf16, k=8
 
 For each concurrency: (1) the step split on the host clock, with a device sync after each part
-(scheduler, target buffers + replay, the sampled-token read, verification, drafter buffers +
-replay, the drafts' read, the engine's bookkeeping); (2) the device time of each captured graph
+(scheduler, target buffers + replay, then on the one-sync path the verify and drafter replays
+and the step's read; with --two-syncs the sampled-token read, verification, drafter buffers +
+replay, the drafts' read; the engine's bookkeeping); (2) the device time of each captured graph
 alone (CUDA events around replays, median); (3) the kernels the graphs replay, by name (the
 profiler's trace of five replays, kernel time summed per name); (4) the kernels of one eager
 step by name, for comparison. Writes the full tables and traces into --out and prints the top
@@ -75,6 +76,8 @@ def _split(eng, steps: int) -> dict[str, float]:
     for B, (gt, gd) in replays.items():
         gt.replay = timed("target_replay", gt.replay)
         gd.replay = timed("draft_replay", gd.replay)
+    for gv in graphs.verify_graphs.values():
+        gv.replay = timed("verify_replay", gv.replay)
     sched_orig = eng.scheduler.schedule
     eng.scheduler.schedule = timed("schedule", sched_orig)
     exe_orig = eng.runner.execute
@@ -90,6 +93,8 @@ def _split(eng, steps: int) -> dict[str, float]:
         graphs._fill_target, graphs._fill_draft = orig["_fill_target"], orig["_fill_draft"]
         for B, (gt, gd) in replays.items():
             del gt.replay, gd.replay
+        for gv in graphs.verify_graphs.values():
+            del gv.replay
         eng.scheduler.schedule = sched_orig
         eng.runner.execute = exe_orig
     return {n: 1e3 * sorted(v)[len(v) // 2] for n, v in parts.items()}
@@ -100,7 +105,7 @@ def _graph_device_ms(eng, c: int, reps: int) -> dict[str, float]:
     B = next(s for s in graphs.sizes if s >= c)
     gt, gd = graphs.graphs[B]
     out = {}
-    for name, g in (("target_graph", gt), ("draft_graph", gd)):
+    for name, g in (("target_graph", gt), ("verify_graph", graphs.verify_graphs[B]), ("draft_graph", gd)):
         times = []
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -120,11 +125,13 @@ def _graph_kernels(eng, c: int, reps: int, trace_path: Path) -> list[dict]:
     graphs = eng.runner.graphs
     B = next(s for s in graphs.sizes if s >= c)
     gt, gd = graphs.graphs[B]
-    gt.replay(), gd.replay()
+    gv = graphs.verify_graphs[B]
+    gt.replay(), gv.replay(), gd.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             gt.replay()
+            gv.replay()
             gd.replay()
         torch.cuda.synchronize()
     prof.export_chrome_trace(str(trace_path))
@@ -195,10 +202,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--top", type=int, default=25, help="graph kernels printed per concurrency")
     ap.add_argument("--eager-top", type=int, default=8, help="eager kernels printed per concurrency")
+    ap.add_argument("--two-syncs", action="store_true", help="greedy steps verify on the host (the two-sync path)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     llm = _build(args)
     eng = llm.engine
+    eng.runner.graphs.one_sync = not args.two_syncs
     mem = _memory(torch.device("cuda"))
     print("memory after build and capture: " + ", ".join(f"{k} {v}" for k, v in mem.items()))
     report = {"memory_after_build": mem}
@@ -217,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         print("host split (ms, median, synced): " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()))
         print("graph replay on device (ms): " + ", ".join(f"{k} {v:.3f}" for k, v in dev.items()))
         gtot = sum(r["ms_per_step"] for r in graph_kernels)
-        print(f"graph replay kernels (target + drafter): {gtot:.2f} ms of kernel time, "
+        print(f"graph replay kernels (target + verify + drafter): {gtot:.2f} ms of kernel time, "
               f"{sum(r['calls_per_step'] for r in graph_kernels):.0f} kernels")
         for r in graph_kernels[:args.top]:
             print(f"  {r['ms_per_step']:7.3f} ms {r['calls_per_step']:6.0f}x  {r['kernel'][:110]}")

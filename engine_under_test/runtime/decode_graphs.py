@@ -2,28 +2,37 @@
 
 Contract: `DecodeGraphs(runner, sizes)` builds fixed buffers for the largest size;
 `capture()` records, for each size B (largest first, one shared memory pool), a target graph
-and, with a drafter, a drafter graph; `captured_bytes` is what capture added to the device
-allocator's reservation (the ledger's graph pool estimate must hold it). `can_run(reqs)` says
-whether a step is a uniform decode step the graphs run; `execute(...)` runs it and returns the
-same `StepResult` as the eager runner.
+and, with a drafter, a verify graph and a drafter graph; `captured_bytes` is what capture added
+to the device allocator's reservation (the ledger's graph pool estimate must hold it).
+`can_run(reqs)` says whether a step is a uniform decode step the graphs run; `execute(...)`
+runs it and returns the same `StepResult` as the eager runner.
 
 A uniform decode step: every scheduled request is past its prefill and feeds L = 1 + k inputs
 (its last known token and k drafts, some possibly padded with id < 0); at most max(sizes)
 requests. The step:
 
-    host: fill target buffers (one copy) -> replay target graph [B]:
-          embed .. layers (pool in place, attention through the block table) .. norm,
-          logits of every row into a fixed buffer, argmax
-    host: read argmax (the step's one sync), verify each request (eager's `verify`)
-    host: fill drafter buffers (one copy) -> replay drafter graph [B]:
-          context K/V of all L inputs, the query block [last token, mask x k], argmax of the
-          k mask rows (the accepted state stays in its slot m: the next step reads it there)
-    host: read the drafts
+    host: fill target buffers (one copy: inputs, drafts, block tables, capacities)
+    replay target graph [B]: embed .. layers (pool in place, attention through the block table)
+          .. norm, logits of every row into a fixed buffer, argmax
+    one sync (every request greedy, the real drafter judged: `runs_one_sync`):
+        replay verify graph [B] (runtime/device_verify.py): accepted m per sequence, the
+              drafter's query block built on the device
+        replay drafter graph [B]
+        host: read argmax, m, drafting and drafts (one buffer: the step's one sync)
+    two syncs (otherwise: sampling, an AcceptanceModel):
+        host: read argmax (a sync), verify each request (eager's `verify`)
+        host: fill drafter buffers (one copy) -> replay drafter graph [B]
+        host: read the drafts
+    drafter graph: context K/V of all L inputs, the query block [last token, mask x k], argmax
+          of the k mask rows (the accepted state stays in its slot m: the next step reads it there)
 
-Context rows past the accepted prefix are written too: they lie at positions p .. p + k - 1
-of the query block, which overwrites them before any read. Padded sequences (B > real) read
-and write only the null block 0. The torch reference path (`ModelRunner` eager) stays for
-prefill, mixed steps, the CPU and `enforce_eager`.
+The three graphs of a size replay back to back with no host step between them on the one-sync
+path; the two-sync path replays the same target and drafter graphs and skips the verify graph
+(it holds no memory the drafter graph reads). Context rows past the accepted prefix are written
+too: they lie at positions p .. p + k - 1 of the query block, which overwrites them before any
+read. Padded sequences (B > real) and sequences with no room to draft read and write only the
+null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill,
+mixed steps, the CPU and `enforce_eager`.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ from engine_under_test.model.drafter import draft_layer_name
 from engine_under_test.model.linear_attention import StateSlots
 from engine_under_test.model.static_batch import StaticBatch
 from engine_under_test.runtime.decode_buffers import MetaBuffers
+from engine_under_test.runtime.device_verify import StepTokens, accepted_lengths, draft_query, unpack
 from engine_under_test.runtime.verify import verify
 
 GRAPH_BACKENDS = ("fla", "torch")
@@ -62,22 +72,28 @@ class DecodeGraphs:
         self.draft_gids = sorted({kv[draft_layer_name(i)].group_id
                                   for i in range(runner.drafter.config.num_hidden_layers)}) if runner.drafter else []
         self.backend: str | None = None
-        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}  # target, drafter
+        self.verify_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}
         self.captured_bytes = 0            # the device allocator's reservation added by capture
         self.captured_device_bytes = 0     # device memory capture took, allocator or not (free bytes)
         self.device_bytes_by_size: dict[int, int] = {}   # cumulative, after each size's graphs
         self.enabled = True
+        self.one_sync = True               # greedy steps verify on the device; False: every step two syncs
 
     # -- buffers -----------------------------------------------------------------------------
     def _alloc(self) -> None:
         Bm, L, W, k = max(self.sizes), self.L, self.W, self.k
         dev = self.runner.device
         f = {"ids": (Bm * L,), "pos": (Bm * L,), "seq_lens": (Bm,)}
+        defaults = {"seq_lens": 1, **{f"fresh{s}": 1 for s in self.state_gids}}
+        if self.runner.drafter is not None:    # the one-sync path's inputs (padding: no drafts, no room)
+            f |= {"drafts": (Bm, k), "capacity_tokens": (Bm,)}
+            defaults["drafts"] = -1
         for g in self.attn_gids:
             f |= {f"table{g}": (Bm, W), f"blk{g}": (Bm * L,), f"row{g}": (Bm * L,)}
         for s in self.state_gids:
             f |= {f"src{s}": (Bm,), f"fresh{s}": (Bm,), f"dst{s}": (Bm, L), f"save{s}": (Bm, L)}
-        self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in self.state_gids}}, dev)
+        self.meta = MetaBuffers(f, defaults, dev)
         if self.runner.drafter is not None:
             d = {"q_ids": (Bm * (k + 1),), "q_pos": (Bm * (k + 1),), "q_seq_lens": (Bm,)}
             for g in self.draft_gids:
@@ -86,8 +102,8 @@ class DecodeGraphs:
         target = self.runner.target
         vocab, dtype = target.lm_head.weight.shape[0], target.lm_head.weight.dtype
         self.logits = torch.empty(Bm * max(L, k), vocab, dtype=dtype, device=dev)
-        self.argmax = torch.empty(Bm * L, dtype=torch.long, device=dev)
-        self.draft_argmax = torch.empty(Bm * max(k, 1), dtype=torch.long, device=dev)
+        self.tokens = StepTokens(Bm, L, k, dev)          # every result of the step, one buffer
+        self.argmax, self.draft_argmax = self.tokens.argmax, self.tokens.drafts
 
     # -- the captured bodies -----------------------------------------------------------------
     def _target_body(self, B: int) -> torch.Tensor | None:
@@ -107,6 +123,22 @@ class DecodeGraphs:
         torch.mm(hidden, r.target.lm_head.weight.t(), out=self.logits[:T])
         torch.argmax(self.logits[:T], dim=-1, out=self.argmax[:T])
         return aux
+
+    def _verify_body(self, B: int) -> None:
+        """Greedy verification of the B sequences on the device and the drafter's query block
+        (device_verify.py): reads the target's argmax and the step's drafts, writes the drafter's
+        query buffers and the accepted / drafting results."""
+        m, L = self.meta, self.L
+        argmax = self.argmax[:B * L].view(B, L)
+        accepted = accepted_lengths(argmax, m.view("drafts")[:B])
+        num_computed = m.view("pos")[:B * L].view(B, L)[:, 0]
+        tables = {g: m.view(f"table{g}")[:B] for g in self.draft_gids}
+        query, drafting = draft_query(argmax, accepted, num_computed, m.view("capacity_tokens")[:B], tables,
+                                      self.bs, self.runner.drafter.config.mask_token_id)
+        for name, value in query.items():
+            self.dmeta.view(name)[:value.numel()].copy_(value.reshape(-1))
+        self.tokens.accepted[:B].copy_(accepted)
+        self.tokens.drafting[:B].copy_(drafting)
 
     def _draft_body(self, B: int, aux: torch.Tensor) -> None:
         r, m, d, k = self.runner, self.meta, self.dmeta, self.k
@@ -130,6 +162,7 @@ class DecodeGraphs:
             self._alloc()
             self.backend = self.runner.target.gdn_backend
             self.graphs = {B: (None, None) for B in self.sizes}
+            self.verify_graphs = {B: None for B in self.sizes}
             return
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()                     # what is cached but unused is not capture's
@@ -148,18 +181,23 @@ class DecodeGraphs:
                 for _ in range(2):
                     aux = self._target_body(B)
                     if self.runner.drafter is not None:
+                        self._verify_body(B)
                         self._draft_body(B, aux)
             torch.cuda.current_stream(dev).wait_stream(side)
             del aux
             gt = torch.cuda.CUDAGraph()
             with torch.cuda.graph(gt, pool=pool):
                 aux = self._target_body(B)
-            gd = None
-            if self.runner.drafter is not None:
+            gv = gd = None
+            if self.runner.drafter is not None:      # captured in replay order: target, verify, drafter
+                gv = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(gv, pool=pool):
+                    self._verify_body(B)
                 gd = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(gd, pool=pool):
                     self._draft_body(B, aux)
             self.graphs[B] = (gt, gd)
+            self.verify_graphs[B] = gv
             torch.cuda.synchronize(dev)
             self.device_bytes_by_size[B] = free_before - torch.cuda.mem_get_info(dev)[0]
         torch.cuda.empty_cache()
@@ -187,6 +225,10 @@ class DecodeGraphs:
         pos = nc[:, None] + np.arange(L)
         vals = {"ids": np.array([max(t, 0) for sr in reqs for t in sr.token_ids], dtype=np.int64),
                 "pos": pos.reshape(-1), "seq_lens": nc + L}
+        if self.runner.drafter is not None:
+            vals["drafts"] = np.array([sr.spec_token_ids for sr in reqs], dtype=np.int64)
+            vals["capacity_tokens"] = np.array([min(len(t) for t in sr.block_ids.values()) * bs for sr in reqs],
+                                               dtype=np.int64)
         rows = np.arange(len(reqs))[:, None]
         for g in self.attn_gids:
             table = np.zeros((len(reqs), W), dtype=np.int64)
@@ -233,8 +275,43 @@ class DecodeGraphs:
         self.dmeta.fill(vals)
         return drafting
 
+    def runs_one_sync(self, reqs, params, acceptance) -> bool:
+        """Whether the step verifies on the device: a drafter, the real drafter judged (no
+        AcceptanceModel) and every request greedy (greedy verification draws nothing, so no
+        request's generator is needed)."""
+        return (self.one_sync and self.runner.drafter is not None and acceptance is None
+                and all(params[sr.req_id].is_greedy for sr in reqs))
+
     @torch.inference_mode()
     def execute(self, reqs, params, generators, acceptance, result):
+        if self.runs_one_sync(reqs, params, acceptance):
+            return self._execute_one_sync(reqs, result)
+        return self._execute_two_syncs(reqs, params, generators, acceptance, result)
+
+    def _execute_one_sync(self, reqs, result):
+        """Target, verify and drafter graphs back to back, then one read of the step's results."""
+        n = len(reqs)
+        B = next(s for s in self.sizes if s >= n)
+        self._fill_target(reqs)
+        graph_target, graph_draft = self.graphs[B]
+        if graph_target is None:
+            aux = self._target_body(B)
+            self._verify_body(B)
+            self._draft_body(B, aux)
+        else:
+            graph_target.replay()
+            self.verify_graphs[B].replay()
+            graph_draft.replay()
+        rows = self.tokens.read(n)                                  # the step's one sync
+        sampled, drafts = unpack(rows, [sr.req_id for sr in reqs])
+        result.sampled.update(sampled)
+        result.drafts = drafts
+        result.num_draft_tokens += sum(1 for sr in reqs for d in sr.spec_token_ids if d >= 0)
+        result.num_accepted_tokens += int(rows.accepted.sum())
+        return result
+
+    def _execute_two_syncs(self, reqs, params, generators, acceptance, result):
+        """Target graph, host verification (`verify`) and drafter inputs, drafter graph."""
         B = next(s for s in self.sizes if s >= len(reqs))
         L, k = self.L, self.k
         self._fill_target(reqs)

@@ -1,0 +1,112 @@
+"""Greedy verification and the drafter's query block on the device: the one-sync decode step.
+
+A uniform decode step of B sequences (runtime/decode_graphs.py) feeds each sequence L = 1 + k
+inputs, its last known token and k drafts; the target's argmax of every input row is
+`argmax` [B, L] (row j scores the token after input j). When every request is greedy and the
+real drafter is judged, the step's verification and the drafter's inputs depend on nothing the
+host must decide, so they run here, in fixed shapes, between the target and drafter graphs:
+
+    accepted_lengths(argmax, drafts) -> m [B]:  the leading run of d_j == argmax[j - 1]
+        (j = 1..k; a draft id < 0, a padded slot, never matches), as `verify.verify` rules.
+    draft_query(argmax, m, num_computed, capacity_tokens, tables, ...) -> ({field: tensor}, drafting):
+        the drafter's query block, the fields `DecodeGraphs._fill_draft` fills on the host, with
+        the same values: ids [argmax[m], mask x k], positions p .. p + k with
+        p = num_computed + 1 + m (the last output token's position), seq_len p + k + 1, and the
+        pool (block, row) of each position through the attention group's block table; and
+        drafting [B] (1 or 0). A sequence whose `capacity_tokens` (its smallest block table
+        times the block size) is below p + k + 1 has no room to draft (max_model_len): it gets
+        the padded sequence's query (ids 0, position 0, seq_len 1, the null block 0, row 0) and
+        drafting 0, as do padded sequences (capacity 0).
+
+`StepTokens` is the one int64 device buffer every result of the step lands in (argmax,
+accepted, drafting, the k drafts of every sequence), so one device-to-host read returns the
+step; `read` is that read, `unpack` turns it into per-request output tokens and drafts.
+
+Every op is a fixed-shape elementwise, gather, scan or concatenation on device tensors: no
+host read, no data-dependent shape (CUDA-graph capturable).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+def accepted_lengths(argmax: torch.Tensor, drafts: torch.Tensor) -> torch.Tensor:
+    """argmax [B, k + 1], drafts [B, k] (id < 0: padded) -> accepted drafts m [B] (int64)."""
+    k = drafts.shape[1]
+    match = (drafts >= 0) & (drafts == argmax[:, :k])
+    return match.long().cumprod(dim=1).sum(dim=1)
+
+
+def draft_query(argmax: torch.Tensor, accepted: torch.Tensor, num_computed: torch.Tensor,
+                capacity_tokens: torch.Tensor, tables: dict[int, torch.Tensor], block_size_tokens: int,
+                mask_token_id: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """The drafter's query block of every sequence (module docstring): ({dmeta field: tensor},
+    drafting [B] int64), fields q_ids, q_pos, q_blk{g}, q_row{g} [B, k + 1] and q_seq_lens [B];
+    `argmax` [B, k + 1], `accepted`, `num_computed`, `capacity_tokens` [B], `tables[g]` [B, W]."""
+    B, k = argmax.shape[0], argmax.shape[1] - 1
+    start = num_computed + 1 + accepted                                        # p [B]
+    room = capacity_tokens >= start + k + 1                                    # [B] bool
+    room_col = room[:, None]
+    positions = start[:, None] + torch.arange(k + 1, device=argmax.device)     # [B, k + 1]
+    positions = torch.where(room_col, positions, 0)
+    bonus = argmax.gather(1, accepted[:, None])                                # [B, 1]
+    ids = torch.cat([bonus, torch.full((B, k), mask_token_id, dtype=argmax.dtype, device=argmax.device)], 1)
+    out = {"q_ids": torch.where(room_col, ids, 0), "q_pos": positions,
+           "q_seq_lens": torch.where(room, start + k + 1, 1)}
+    for g, table in tables.items():
+        blocks = table.gather(1, positions // block_size_tokens)
+        out[f"q_blk{g}"] = torch.where(room_col, blocks, 0)
+        out[f"q_row{g}"] = positions % block_size_tokens
+    return out, room.long()
+
+
+@dataclass
+class StepResultRows:
+    """One step's results on the host, for its first n sequences."""
+    argmax: np.ndarray        # [n, L]
+    accepted: np.ndarray      # [n]
+    drafting: np.ndarray      # [n] (0 / 1)
+    drafts: np.ndarray        # [n, k]
+
+
+class StepTokens:
+    """The step's device results in one int64 buffer of `max_num_seqs` x (L + 2 + k) elements:
+    views `argmax` [Bm * L], `accepted` [Bm], `drafting` [Bm], `drafts` [Bm * k] (each a fixed
+    address a graph captures)."""
+
+    def __init__(self, max_num_seqs: int, num_inputs: int, num_drafts: int, device: torch.device):
+        Bm, L, k = max_num_seqs, num_inputs, num_drafts
+        self.L, self.k = L, k
+        self.buffer = torch.zeros(Bm * (L + 2 + k), dtype=torch.long, device=device)
+        self._bounds = {"argmax": (0, Bm * L), "accepted": (Bm * L, Bm * (L + 1)),
+                        "drafting": (Bm * (L + 1), Bm * (L + 2)), "drafts": (Bm * (L + 2), Bm * (L + 2 + k))}
+        for name, (a, b) in self._bounds.items():
+            setattr(self, name, self.buffer[a:b])
+
+    @property
+    def num_bytes(self) -> int:
+        return self.buffer.numel() * self.buffer.element_size()
+
+    def read(self, n: int) -> StepResultRows:
+        """The step's one device-to-host read (a sync): the first n sequences' results."""
+        host = self.buffer.cpu().numpy()
+        part = {name: host[a:b] for name, (a, b) in self._bounds.items()}
+        return StepResultRows(argmax=part["argmax"][:n * self.L].reshape(n, self.L),
+                              accepted=part["accepted"][:n], drafting=part["drafting"][:n],
+                              drafts=part["drafts"][:n * self.k].reshape(n, self.k))
+
+
+def unpack(rows: StepResultRows, req_ids: list[str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """-> (sampled, drafts): per request the output tokens argmax[0 .. m] (the m accepted drafts
+    equal argmax[0 .. m - 1], then the bonus / correction argmax[m]), and the drafts of the
+    requests that drafted."""
+    sampled, drafts = {}, {}
+    for b, rid in enumerate(req_ids):
+        sampled[rid] = rows.argmax[b, :int(rows.accepted[b]) + 1].tolist()
+        if rows.drafting[b]:
+            drafts[rid] = rows.drafts[b].tolist()
+    return sampled, drafts
