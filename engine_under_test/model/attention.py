@@ -3,6 +3,8 @@
 Target layer: q_proj yields query and output gate per head (`[.., heads, 2 * head_dim]`, query
 first), q_norm / k_norm are per-head zero-centered RMSNorms, rope covers the first
 `partial_rotary_factor * head_dim` dims, and the output is `o_proj(attn * sigmoid(gate))`.
+q_proj, k_proj and v_proj are one GEMM: the row blocks [q_proj; k_proj; v_proj] of one weight
+(`self.qkv_proj`, fused_linear.LinearGroup), their outputs column views of one product.
 
 `paged_attention` writes this pass's K/V into the pool rows of their positions, then, per
 group of equal query length, gathers each sequence's blocks through its block table and
@@ -17,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
+from engine_under_test.model.fused_linear import LinearGroup
 from engine_under_test.model.norm import ZeroCenteredRMSNorm
 from engine_under_test.model.rope import RotaryEmbedding
 
@@ -89,17 +92,27 @@ class GatedAttention(nn.Module):
         self.o_proj = nn.Linear(num_heads * head_dim, hidden_size, bias=False)
         self.q_norm = ZeroCenteredRMSNorm(head_dim, eps)
         self.k_norm = ZeroCenteredRMSNorm(head_dim, eps)
+        self.qkv_proj = LinearGroup(self.q_proj, self.k_proj, self.v_proj)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, rope: RotaryEmbedding,
                 cos_sin: tuple[torch.Tensor, torch.Tensor], kv_cache: LayerCache) -> torch.Tensor:
         T = x.shape[0]
-        q, gate = self.q_proj(x).view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
+        q_gate, k, v = self._projections(x)
+        q, gate = q_gate.view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
         q = self.q_norm(q)
-        k = self.k_norm(self.k_proj(x).view(T, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
+        k = self.k_norm(k.view(T, self.num_kv_heads, self.head_dim))
+        v = v.view(T, self.num_kv_heads, self.head_dim)
         cos, sin = cos_sin
         q, k = rope.apply(q, cos, sin), rope.apply(k, cos, sin)
         write_kv(kv_cache.first, kv_cache.second, batch.slot_mapping(kv_cache.group_id), k, v)
+        del k, v                  # NOTE: peak memory: the projection lives on (the gate), the roped keys need not
         o = paged_attention(q, batch, kv_cache, self.head_dim ** -0.5)
         o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
         return self.o_proj(o)
+
+    def _projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(q and gate [T, 2 H D], k, v [T, Hkv D]): column views of one GEMM while fused, else one
+        GEMM per projection (the reference the fused path is checked against)."""
+        if self.qkv_proj.fused:
+            return self.qkv_proj(x)
+        return self.q_proj(x), self.k_proj(x), self.v_proj(x)

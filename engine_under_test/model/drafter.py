@@ -13,6 +13,9 @@ One drafting pass per sequence, after the target verified and accepted tokens:
      target's LM head) give the k draft tokens.
 
 The drafter shares the target's embedding and LM head unless its checkpoint has its own.
+Each draft layer's q_proj, k_proj and v_proj are the row blocks of one weight (`qkv_proj`,
+fused_linear.LinearGroup): the query block projects all three in one GEMM, the context k and v
+in one GEMM over their two adjacent blocks; the MLP's gate and up likewise (mlp.py).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from torch import nn
 
 from engine_under_test.model.attention import paged_attention, write_kv
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
+from engine_under_test.model.fused_linear import LinearGroup
 from engine_under_test.model.fused_norms import add_rms_norm
 from engine_under_test.model.mlp import SwiGLUMLP
 from engine_under_test.model.model_config import DraftModelConfig
@@ -43,12 +47,25 @@ class DraftAttention(nn.Module):
         self.o_proj = nn.Linear(self.num_heads * self.head_dim, cfg.hidden_size, bias=False)
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
+        self.qkv_proj = LinearGroup(self.q_proj, self.k_proj, self.v_proj)
 
     def kv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin) -> tuple[torch.Tensor, torch.Tensor]:
-        T = x.shape[0]
-        k = self.k_norm(self.k_proj(x).view(T, self.num_kv_heads, self.head_dim))
-        v = self.v_proj(x).view(T, self.num_kv_heads, self.head_dim)
-        return rope.apply(k, *cos_sin), v
+        """Context x [T, hidden] -> roped, normed k and v [T, Hkv, D] (fused: one GEMM over the k
+        and v rows; unfused: one GEMM each, the reference)."""
+        k, v = self.qkv_proj(x, members=slice(1, 3)) if self.qkv_proj.fused else (self.k_proj(x), self.v_proj(x))
+        return self._roped_kv(k, v, rope, cos_sin)
+
+    def qkv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin) -> tuple[torch.Tensor, ...]:
+        """Query block x [T, hidden] -> roped, normed q [T, H, D], k and v [T, Hkv, D] (fused: one
+        GEMM; unfused: one GEMM each, the reference)."""
+        q, k, v = self.qkv_proj(x) if self.qkv_proj.fused else (self.q_proj(x), self.k_proj(x), self.v_proj(x))
+        q = rope.apply(self.q_norm(q.view(x.shape[0], self.num_heads, self.head_dim)), *cos_sin)
+        return (q, *self._roped_kv(k, v, rope, cos_sin))
+
+    def _roped_kv(self, k: torch.Tensor, v: torch.Tensor, rope: RotaryEmbedding, cos_sin):
+        T = k.shape[0]
+        k = self.k_norm(k.view(T, self.num_kv_heads, self.head_dim))
+        return rope.apply(k, *cos_sin), v.view(T, self.num_kv_heads, self.head_dim)
 
 
 class DraftLayer(nn.Module):
@@ -103,9 +120,7 @@ class DFlashDrafter(nn.Module):
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
             x = layer.input_layernorm(h)
-            q = attn.q_norm(attn.q_proj(x).view(T, attn.num_heads, attn.head_dim))
-            q = self.rope.apply(q, *cos_sin)
-            k, v = attn.kv(x, self.rope, cos_sin)
+            q, k, v = attn.qkv(x, self.rope, cos_sin)
             cache = kv_caches[draft_layer_name(i)]
             write_kv(cache.first, cache.second, batch.slot_mapping(cache.group_id), k, v)
             o = paged_attention(q, batch, cache, attn.head_dim ** -0.5)

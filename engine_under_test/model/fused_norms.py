@@ -7,8 +7,9 @@
 
 `norm` is a `norm.ZeroCenteredRMSNorm` ((1 + w) * x / rms(x) in float32, then x's dtype) or
 a `norm.RMSNorm` (x / rms(x) rounded to x's dtype, times w). One program per row; the row is
-reduced in float32. Off CUDA (or without Triton) each is the modules' own torch code, so the
-CPU reference path is unchanged.
+reduced in float32. `rms_norm` reads a [T, heads, dim] x at its two row strides, so per-head
+columns of a fused projection (q_norm, k_norm) are not copied first. Off CUDA (or without
+Triton) each is the modules' own torch code, so the CPU reference path is unchanged.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def _use_kernel(x: torch.Tensor) -> bool:
 
 if triton is not None:
     @triton.jit
-    def _norm_kernel(x, res, w, gate, out, res_out, n, stride_x, stride_res, stride_gate, stride_out, eps,
+    def _norm_kernel(x, res, w, gate, out, res_out, n, inner, stride_x_outer, stride_x, stride_res, stride_gate,
+                     stride_out, eps,
                      HAS_RES: tl.constexpr, ZERO_CENTERED: tl.constexpr, GATED: tl.constexpr, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         ok = cols < n
-        v = tl.load(x + row * stride_x + cols, mask=ok, other=0.0)
+        v = tl.load(x + (row // inner) * stride_x_outer + (row % inner) * stride_x + cols, mask=ok, other=0.0)
         if HAS_RES:
             v = (v.to(tl.float32) + tl.load(res + row * stride_res + cols, mask=ok, other=0.0).to(tl.float32)).to(v.dtype)
             tl.store(res_out + row * stride_out + cols, v, mask=ok)
@@ -52,17 +54,22 @@ if triton is not None:
         tl.store(out + row * stride_out + cols, y.to(out.dtype.element_ty), mask=ok)
 
 
-def _launch(x2: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool,
+def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool,
             res2: torch.Tensor | None = None, gate2: torch.Tensor | None = None):
-    rows, n = x2.shape
-    out = torch.empty_like(x2)
-    res_out = torch.empty_like(x2) if res2 is not None else out
+    """x [rows, n], or [outer, inner, n] whose two row strides need not merge (per-head columns of
+    a wider projection: row r = (r // inner, r % inner)); res2, gate2 [rows, n]. Every row's
+    elements contiguous. Returns (out, res_out) [rows, n], contiguous."""
+    x3 = x if x.dim() == 3 else x.unsqueeze(0)
+    outer, inner, n = x3.shape
+    out = torch.empty(outer * inner, n, dtype=x.dtype, device=x.device)
+    res_out = torch.empty_like(out) if res2 is not None else out
     block = triton.next_power_of_2(n)
-    _norm_kernel[(rows,)](x2, res2 if res2 is not None else x2, weight, gate2 if gate2 is not None else x2, out, res_out,
-                          n, x2.stride(0), res2.stride(0) if res2 is not None else 0,
-                          gate2.stride(0) if gate2 is not None else 0, out.stride(0), eps,
-                          HAS_RES=res2 is not None, ZERO_CENTERED=zero_centered, GATED=gate2 is not None,
-                          BLOCK=block, num_warps=4 if block <= 2048 else 8)
+    _norm_kernel[(outer * inner,)](x3, res2 if res2 is not None else x3, weight, gate2 if gate2 is not None else x3,
+                                   out, res_out, n, inner, x3.stride(0), x3.stride(1),
+                                   res2.stride(0) if res2 is not None else 0,
+                                   gate2.stride(0) if gate2 is not None else 0, out.stride(0), eps,
+                                   HAS_RES=res2 is not None, ZERO_CENTERED=zero_centered, GATED=gate2 is not None,
+                                   BLOCK=block, num_warps=4 if block <= 2048 else 8)
     return out, res_out
 
 
@@ -76,7 +83,9 @@ def rms_norm(x: torch.Tensor, norm) -> torch.Tensor:
     if not _use_kernel(x):
         return norm.torch_forward(x)
     shape = x.shape
-    out, _ = _launch(x.reshape(-1, shape[-1]), norm.weight, norm.eps, _zero_centered(norm))
+    # [.., heads, dim]: heads of a fused projection's column view are read in place (no copy)
+    rows = x.reshape(-1, shape[-2], shape[-1]) if x.dim() >= 3 else x.reshape(-1, shape[-1])
+    out, _ = _launch(rows, norm.weight, norm.eps, _zero_centered(norm))
     return out.view(shape)
 
 

@@ -1,10 +1,15 @@
 """The Gated-DeltaNet token mixer of Qwen3.5 (transformers' Qwen3_5GatedDeltaNet, same names).
 
-    qkv = conv1d(in_proj_qkv(x))          causal depthwise conv, SiLU, state in the pool
-    z = in_proj_z(x); b = in_proj_b(x); a = in_proj_a(x)
+    mixed, b, a = in_proj_qkv(x), in_proj_b(x), in_proj_a(x)    one GEMM (fused_linear.LinearGroup)
+    qkv = conv1d(mixed)                    causal depthwise conv, SiLU, state in the pool
     beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias)
     o = gated_delta_rule(q, k, v, g, beta)  (q, k l2-normalised; recurrent state in the pool)
+    z = in_proj_z(x)                       its own GEMM, after the kernels (not alive at their peak)
     out = out_proj(norm(o, gate=z))        gated RMSNorm per value head
+
+The three projections before the conv are the row blocks [in_proj_qkv; in_proj_b; in_proj_a]
+of one weight (`self.in_proj_qkvba`); mixed, b and a are column views of its product
+[T, conv_dim + 2 Hv], which the conv, the gates and the CUDA kernels read at that row stride.
 
 State lives in pool blocks: conv [num_blocks, conv_dim, >= K-1] (the first K-1 rows hold the
 last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layout; used here
@@ -23,6 +28,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
+from engine_under_test.model.fused_linear import LinearGroup
 from engine_under_test.model.gated_delta_net import causal_conv1d, gated_delta_rule
 from engine_under_test.model.model_config import TargetModelConfig
 from engine_under_test.model.norm import GatedRMSNorm
@@ -47,20 +53,20 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_z = nn.Linear(cfg.hidden_size, self.value_dim, bias=False)
         self.in_proj_b = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
         self.in_proj_a = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
+        self.in_proj_qkvba = LinearGroup(self.in_proj_qkv, self.in_proj_b, self.in_proj_a)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state_cache: LayerCache, backend: str) -> torch.Tensor:
         conv_cache, ssm_pool, gid = state_cache
         ssm_cache = ssm_pool.transpose(-1, -2)                # [N, Hv, Dv, Dk] -> [N, Hv, Dk, Dv]
         conv_rows = conv_cache[:, :, : self.kernel - 1]       # the conv state proper
-        mixed = self.in_proj_qkv(x)
-        b_raw, a_raw = self.in_proj_b(x), self.in_proj_a(x)
+        mixed, b_raw, a_raw = self._in_projections(x)
         g = beta = None           # the gates, computed by torch only for groups off the fused path
         core = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         weight = self.conv1d.weight[:, 0, :]
         groups = batch.groups()
         for seqs, qlen in groups:
             slots = state_slots(batch, gid, seqs, qlen)
-            if slots.all_states and backend == "fla" and x.is_cuda and self.kernel == 4:
+            if self._snapshot_kernels(x, slots, backend):
                 self._fused_snapshots(mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows,
                                       ssm_pool, weight)
                 continue
@@ -71,8 +77,8 @@ class GatedDeltaNet(nn.Module):
             if slots.any_fresh:
                 conv0 = torch.where(slots.fresh[:, None, None], 0, conv0)
             conv_in = batch.gather(mixed, seqs, qlen)
-            if len(groups) == 1:
-                mixed = None          # NOTE: peak memory: the projection dies with the conv's input copy
+            if len(groups) == 1:      # NOTE: peak memory: the projection dies with the conv's input copy
+                mixed = a_raw = b_raw = None        # (the gates are computed: no view of it is left)
             qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states)
             del conv_in
             q, k, v = torch.split(qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
@@ -100,12 +106,26 @@ class GatedDeltaNet(nn.Module):
         out = self.norm(core, z.view(-1, self.num_v_heads, self.head_v_dim))
         return self.out_proj(out.reshape(x.shape[0], -1))
 
+    def _in_projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(mixed [T, conv_dim], b [T, Hv], a [T, Hv]): column views of one GEMM while fused,
+        else one GEMM per projection (the reference the fused path is checked against)."""
+        if self.in_proj_qkvba.fused:
+            return self.in_proj_qkvba(x)
+        return self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x)
+
+    def _snapshot_kernels(self, x: torch.Tensor, slots: StateSlots, backend: str) -> bool:
+        """Whether a group runs `_fused_snapshots`: a snapshotting pass, backend fla on CUDA, width 4."""
+        return slots.all_states and backend == "fla" and x.is_cuda and self.kernel == 4
+
     def _fused_snapshots(self, mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows, ssm_pool,
                          weight) -> None:
         """A snapshotting pass on CUDA in two kernels: conv + SiLU with the conv states written
         into their slots (gdn_conv_kernel.py), then the gated delta rule reading q, k and v as
         column views of the conv output and computing the gates from the raw a / b projections
         (gdn_snapshots.py), written into `core` in place when the group is the whole pass.
+        `mixed`, `b_raw` and `a_raw` are column views of one projection (row stride conv_dim +
+        2 Hv): the conv kernel takes x's row strides, and a and b share the one gate stride
+        the snapshot kernel takes (a gathered group is a contiguous copy of each, stride Hv).
         The slot tensors are converted to the kernels' index types once per pass."""
         from engine_under_test.model.gdn_conv_kernel import conv_snapshots
         from engine_under_test.model.gdn_snapshots import gdn_snapshots

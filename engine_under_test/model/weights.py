@@ -8,6 +8,11 @@ skipped as transformers skips them. The drafter's are the DFlash checkpoints' na
 it shares the target's embedding and LM head (a drafter's own `embed_tokens` / `lm_head`
 entries are not used).
 
+Models are built with their projection groups fused (fused_linear.LinearGroup: the members'
+weights are row views of one tensor), so a checkpoint always loads after fusion: each tensor
+is copied into its member's view, i.e. into the group's weight; names and shapes are the
+members' own.
+
 `init_random_(module, seed)` fills every parameter from a generator seeded by (seed, parameter
 index), with scales that keep activations O(1) and norm weights visibly away from identity.
 `write_random_checkpoint(...)` saves such weights with config.json into a directory that both
@@ -25,6 +30,7 @@ import torch
 from torch import nn
 
 from engine_under_test.model.drafter import DFlashDrafter
+from engine_under_test.model.fused_linear import set_fused
 from engine_under_test.model.model_config import DraftModelConfig, TargetModelConfig
 from engine_under_test.model.norm import GatedRMSNorm, RMSNorm, ZeroCenteredRMSNorm
 from engine_under_test.model.target import Qwen35Target
@@ -177,6 +183,14 @@ def load_drafter(model_dir: str | Path, target: Qwen35Target, device: str | torc
     return drafter.requires_grad_(False).eval()
 
 
+def _separate_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """{name: parameter}, each in a storage of its own: the fused projection groups are split
+    first (one group's copy alive at a time), as some safetensors versions refuse tensors that
+    share a storage even where they do not overlap."""
+    set_fused(model, False)
+    return {n: p.detach().contiguous() for n, p in model.named_parameters()}
+
+
 def write_random_checkpoint(config_dir: str | Path, out_dir: str | Path, seed: int,
                             dtype: torch.dtype = torch.float32) -> Path:
     """Write config.json + model.safetensors with seeded random weights for the model in `config_dir`.
@@ -196,7 +210,7 @@ def write_random_checkpoint(config_dir: str | Path, out_dir: str | Path, seed: i
         with _built_in("cpu", dtype):
             model = Qwen35Target(TargetModelConfig.from_dir(config_dir)).to(dtype)
         init_random_(model, seed)
-        state = {n: p.detach().contiguous() for n, p in model.named_parameters()}
+        state = _separate_tensors(model)
         if model.config.tie_word_embeddings:
             state.pop("lm_head.weight", None)
     elif arch == "DFlashDraftModel":
@@ -206,7 +220,7 @@ def write_random_checkpoint(config_dir: str | Path, out_dir: str | Path, seed: i
         with _built_in("cpu", dtype):
             model = DFlashDrafter(cfg, dummy_embed, dummy_head).to(dtype)
         init_random_(model, seed)
-        state = {n: p.detach().contiguous() for n, p in model.named_parameters()}
+        state = _separate_tensors(model)
     else:
         raise ValueError(f"{config_dir}/config.json: $.architectures[0] {arch!r} is not Qwen3_5ForCausalLM or DFlashDraftModel")
     save_file(state, str(out_dir / "model.safetensors"))

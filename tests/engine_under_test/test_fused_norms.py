@@ -57,6 +57,20 @@ def test_add_and_norm_match_the_modules(cls, dim, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("cls", [ZeroCenteredRMSNorm, RMSNorm])
+def test_norm_reads_heads_of_a_fused_projection_in_place(cls, dtype):
+    """[T, heads, dim] columns of a wider projection (token and head strides that do not merge,
+    as q_norm / k_norm see the fused q, k, v product): the kernel reads them at those strides."""
+    norm, g = _norm(cls, 32, dtype, 9)
+    wide = _rand(g, 5, 3 * 32 + 40, dtype=dtype)
+    heads = wide[:, 8:8 + 3 * 32].view(5, 3, 32)
+    assert heads.stride() == (3 * 32 + 40, 32, 1)
+    with pytest.raises(RuntimeError):
+        heads.view(-1, 32)                                                 # the rows do not merge
+    _close(fused_norms.rms_norm(heads, norm), norm.torch_forward(heads), dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_gated_norm_matches_the_module(dtype):
     norm, g = _norm(GatedRMSNorm, 32, dtype, 5)
     x, gate = _rand(g, 6, 4, 32, dtype=dtype), _rand(g, 6, 4, 32, dtype=dtype)
