@@ -8,8 +8,9 @@ and the step's read; with --two-syncs the sampled-token read, verification, draf
 replay, the drafts' read; the engine's bookkeeping); (2) the device time of each captured graph
 alone (CUDA events around replays, median); (3) the kernels the graphs replay, by name (the
 profiler's trace of five replays, kernel time summed per name); (4) the kernels of one eager
-step by name, for comparison. Writes the full tables and traces into --out and prints the top
-of each.
+step by name, for comparison. `--unfused` splits the fused projections again (one GEMM each)
+and captures the graphs again, for an A/B of the fusion on one machine. Writes the full tables
+and traces into --out and prints the top of each.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+from engine_under_test.model.fused_linear import set_fused  # noqa: E402
+from engine_under_test.runtime.decode_graphs import capture_sizes  # noqa: E402
 
 
 def _build(args) -> LLM:
@@ -203,10 +206,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=25, help="graph kernels printed per concurrency")
     ap.add_argument("--eager-top", type=int, default=8, help="eager kernels printed per concurrency")
     ap.add_argument("--two-syncs", action="store_true", help="greedy steps verify on the host (the two-sync path)")
+    ap.add_argument("--unfused", action="store_true",
+                    help="one GEMM per projection (model/fused_linear.set_fused off; graphs captured again)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     llm = _build(args)
     eng = llm.engine
+    if args.unfused:
+        set_fused(eng.target, False)
+        set_fused(eng.drafter, False)
+        eng.runner.graphs = None
+        torch.cuda.empty_cache()
+        eng.runner.capture_decode_graphs(capture_sizes(args.max_num_seqs), args.max_model_len)
     eng.runner.graphs.one_sync = not args.two_syncs
     mem = _memory(torch.device("cuda"))
     print("memory after build and capture: " + ", ".join(f"{k} {v}" for k, v in mem.items()))
