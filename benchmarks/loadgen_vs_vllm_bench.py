@@ -24,6 +24,10 @@ Points:
   send on one Poisson schedule (`arrival_offsets`: this project's draw; vLLM replays it as its
   trace's timestamps with `--self-timed`), so how fast a client turns a finished stream into the
   next request no longer changes when requests reach the server, as it does in a closed loop.
+  With `--pairing together` (or `both`) each reference point is run by both clients at once
+  (`together ...` rows, `run_together`): the server's speed drifts by +-20% between runs on
+  this host, and requests sent side by side see the same drift, so those rounds' ratios compare
+  the clients, not two moments of the server.
 - `stub`: the stub server pacing tokens `--step-delay-ms` apart (the client's own cost shows).
 - `ceiling`: the burst stub (no delay) at `--ceiling-concurrency`: the most requests/s each client
   drives, beside the stub's own ceiling (requests per CPU second it spent).
@@ -46,6 +50,7 @@ benchmark, not a test: it prints figures and checks nothing.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -69,27 +74,54 @@ VOCAB_SIZE = 1024
 ARRIVAL_SEED = 0
 
 
-def arrival_offsets(num_requests: int, request_rate_per_s: float) -> list[float]:
+def arrival_offsets(num_requests: int, request_rate_per_s: float, seed: int = ARRIVAL_SEED) -> list[float]:
     """The open-loop schedule `ours` sends on (conformance.loadgen's own draw), handed to vLLM's bench as
     its trace's timestamps: both clients send request i at the same offset from their start."""
-    return arrival_offsets_s(num_requests, request_rate_per_s, "poisson", 1.0, seed=ARRIVAL_SEED)
+    return arrival_offsets_s(num_requests, request_rate_per_s, "poisson", 1.0, seed=seed)
 
 
 def ours(base_url: str, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int,
-         prompts: list[list[int]] = (), request_rate_per_s: float | None = None) -> dict:
+         prompts: list[list[int]] = (), request_rate_per_s: float | None = None,
+         arrival_seed: int = ARRIVAL_SEED) -> dict:
     """One rung of `conformance.loadgen` (one client process, this process's CPU affinity), replaying
     `prompts` when given: closed loop at `concurrency`, or open loop at `request_rate_per_s` (Poisson,
-    seed ARRIVAL_SEED, no cap: its arrivals are `arrival_offsets(...)`)."""
+    no cap: its arrivals are `arrival_offsets(num_requests, request_rate_per_s, arrival_seed)`)."""
     w = Workload(num_requests=num_requests, prompt_tokens=prompt_tokens, output_tokens=output_tokens, seed=0,
                  vocab_size=VOCAB_SIZE, prompts=prompts)
     rates = () if request_rate_per_s is None else (request_rate_per_s,)
     s = LoadgenSettings(concurrencies=(concurrency,), num_warmup_waves=1, min_requests_per_slot=1,
                         max_num_requests_per_rung=num_requests, num_client_processes=1, request_rates_per_s=rates,
-                        arrival="poisson", arrival_seed=ARRIVAL_SEED)
+                        arrival="poisson", arrival_seed=arrival_seed)
     (r,) = run_ladder(base_url, w, s, MetricNames()).rungs
     if r["status"] != "ok":
         raise RuntimeError(f"loadgen rung failed: {r['message']}")
     return r
+
+
+def run_together(bench: vllm_bench_client.VllmBench, base_url: str, model: str, concurrency: int,
+                 num_requests: int, prompt_tokens: int, output_tokens: int, prompts: list[list[int]],
+                 request_rate_per_s: float | None = None, round_index: int = 0) -> dict[str, dict]:
+    """One run of both clients at once against one server: vLLM's bench is started, and once it
+    reaches its warm-up (past its initial test request) ours starts its own warm-up and run; each
+    sends its own copy of the workload: closed loop at `concurrency` each, or open loop at
+    `request_rate_per_s` on two independent Poisson schedules (seeds 0 and 1, swapped between the
+    clients every round: one schedule for both would pair their requests, and the one sent a
+    moment later would wait behind the other's prefill every time)."""
+    seeds = (round_index % 2, 1 - round_index % 2)          # vLLM's, ours
+    offsets = None if request_rate_per_s is None else arrival_offsets(num_requests, request_rate_per_s, seeds[0])
+    started = bench.start(base_url, model, None if offsets else concurrency, num_requests, prompt_tokens,
+                          output_tokens, offsets)
+    try:
+        bench.wait_for_warmup(started)
+        mine = ours_figures(ours(base_url, concurrency, num_requests, prompt_tokens, output_tokens, prompts,
+                                 request_rate_per_s, seeds[1]))
+    except BaseException:
+        try:
+            bench.finish(started)      # keep the resident bench's answers in step
+        except RuntimeError:
+            pass
+        raise
+    return {"vllm": vllm_figures(bench.finish(started)), "ours": mine}
 
 
 def ours_figures(r: dict) -> dict[str, float]:
@@ -159,6 +191,9 @@ def main() -> int:
                     help="open-loop points against the reference (requests/s, Poisson): both clients send on one "
                          "schedule; empty for none")
     ap.add_argument("--reference-rate-requests", type=int, default=16, help="requests per open-loop run")
+    ap.add_argument("--pairing", choices=("alternate", "together", "both"), default="alternate",
+                    help="reference points: the clients in alternating runs, both at once in one run, or each point "
+                         "both ways")
     ap.add_argument("--reference-prompt-tokens", type=int, default=128,
                     help="prompt length against the reference (its TTFT grows with it, the clients' own cost not)")
     ap.add_argument("--reference-output-tokens", type=int, default=32)
@@ -187,7 +222,8 @@ def main() -> int:
              f"{bench.version}")
         emit(f"closed loop (c) and open loop on one Poisson schedule for both (r/s), ignore_eos, temperature 0; "
              f"both clients on CPU {a.client_cpu}, the server on CPU "
-             f"{a.server_cpu}; {a.rounds} rounds per point, order alternating; figures: medians over rounds; ratio: "
+             f"{a.server_cpu}; {a.rounds} rounds per point, pairing {a.pairing} (alternate: one client after the "
+             f"other, order alternating; together: both in one run); figures: medians over rounds; ratio: "
              f"median over rounds of ours/vLLM; wire: {'loopback capture' if wire else 'not measured'}")
         header(emit)
         if "reference" in servers:
@@ -198,15 +234,28 @@ def main() -> int:
                     prompts = bench.prompts(ref.base_url, ref.model, n, pt, out)   # both clients send these
                     run = {"vllm": lambda: vllm_figures(bench.run(ref.base_url, ref.model, c, n, pt, out)),
                            "ours": lambda: ours_figures(ours(ref.base_url, c, n, pt, out, prompts))}
-                    compare_point(emit, Point(f"reference {pt}", str(c), a.rounds, n, out, run, ref.spec_counters,
-                                              ref.port if wire else None, a.client_cpu))
+                    if a.pairing != "together":
+                        compare_point(emit, Point(f"reference {pt}", str(c), a.rounds, n, out, run, ref.spec_counters,
+                                                  ref.port if wire else None, a.client_cpu))
+                    if a.pairing != "alternate":
+                        rounds = itertools.count()
+                        both = lambda: run_together(bench, ref.base_url, ref.model, c, n, pt, out, prompts,
+                                                    round_index=next(rounds))
+                        compare_point(emit, Point(f"together {pt}", str(c), a.rounds, n, out, run, together=both))
                 n = a.reference_rate_requests
                 for rate in (float(x) for x in a.reference_rates.split(",") if x):
                     prompts, offsets = bench.prompts(ref.base_url, ref.model, n, pt, out), arrival_offsets(n, rate)
                     run = {"vllm": lambda: vllm_figures(bench.run(ref.base_url, ref.model, None, n, pt, out, offsets)),
                            "ours": lambda: ours_figures(ours(ref.base_url, 1, n, pt, out, prompts, rate))}
-                    compare_point(emit, Point(f"reference {pt}", f"{rate:g}/s", a.rounds, n, out, run,
-                                              ref.spec_counters, ref.port if wire else None, a.client_cpu))
+                    if a.pairing != "together":
+                        compare_point(emit, Point(f"reference {pt}", f"{rate:g}/s", a.rounds, n, out, run,
+                                                  ref.spec_counters, ref.port if wire else None, a.client_cpu))
+                    if a.pairing != "alternate":
+                        rounds = itertools.count()
+                        both = lambda: run_together(bench, ref.base_url, ref.model, 1, n, pt, out, prompts, rate,
+                                                    next(rounds))
+                        compare_point(emit, Point(f"together {pt}", f"{rate:g}/s", a.rounds, n, out, run,
+                                                  together=both))
         if "stub" in servers:
             n, pt, out = a.stub_requests, a.prompt_tokens, a.stub_output_tokens
             with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:

@@ -13,6 +13,11 @@ segment to the first chunk with choices, TPOT from the first to the last, for th
 `num_requests` requests (the measured ones: warm-ups come first). Printed: how far each client's
 medians sit above the wire's (its own latency: what it adds to what the server did), and the ratio
 of the wire medians of ours' requests to vLLM's (did the server serve the two workloads alike).
+
+With `together` a round is one run of both clients at once against the same server (each its
+own copy of the workload, started together): whatever the server's speed does during a round,
+both clients' requests see it, so each round's ratio compares the clients alone. No wire capture
+and no engine counters there (the two clients' requests are not told apart on the server).
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ class Point:
     engine_work: Callable[[], dict] | None = None      # counters to difference around each run
     capture_port: int | None = None
     capture_cpu: int | None = None
+    together: Callable[[], dict[str, dict]] | None = None   # one run of both at once -> {"vllm": .., "ours": ..}
 
 
 def wire_figures(reqs: list[WireRequest], num_requests: int, output_tokens: int) -> dict[str, float]:
@@ -91,6 +97,11 @@ def compare_point(emit: Printer, p: Point) -> None:
     got: dict[str, list[dict]] = {who: [] for who in CLIENTS}
     work: dict[str, list[dict]] = {who: [] for who in CLIENTS}
     for i in range(p.rounds):
+        if p.together is not None:
+            both = p.together()
+            for who in CLIENTS:
+                got[who].append(both[who])
+            continue
         for who in (CLIENTS if i % 2 == 0 else CLIENTS[::-1]):
             figures, w = _one_run(p, who)
             got[who].append(figures)
@@ -107,7 +118,7 @@ def compare_point(emit: Printer, p: Point) -> None:
     gap = max(f["definitions_gap"] for f in got["vllm"])
     emit(f"{pad} prompt / output tokens per run: ours {tokens['ours']}, vllm {tokens['vllm']}; our statistics on "
          f"vLLM's per-request timings differ from its medians by at most {gap:.1e}")
-    if p.capture_port is not None:
+    if p.capture_port is not None and p.together is None:
         over = {who: {m: _median(f[m] - f[f"wire_{m}"] for f in got[who]) for m in ("ttft_ms", "tpot_ms")}
                 for who in CLIENTS}
         wire = {m: _median(o[f"wire_{m}"] / v[f"wire_{m}"] for o, v in zip(got["ours"], got["vllm"]))
@@ -116,7 +127,7 @@ def compare_point(emit: Printer, p: Point) -> None:
              f"vllm {over['vllm']['ttft_ms']:+.3f} ms; TPOT ours {over['ours']['tpot_ms']:+.3f} ms, vllm "
              f"{over['vllm']['tpot_ms']:+.3f} ms; the server's own (wire) medians for ours' requests over vLLM's: "
              f"TTFT {wire['ttft_ms']:.3f}, TPOT {wire['tpot_ms']:.3f}")
-    if p.engine_work:
+    if p.engine_work and p.together is None:
         total = {who: {k: sum(w[k] for w in work[who]) for k in work[who][0]} for who in CLIENTS}
         cpu = {who: _median(w["cpu_s"] for w in work[who]) for who in CLIENTS}
         emit(f"{pad} engine over the rounds, drafted / accepted tokens: ours {total['ours']['draft_tokens']:.0f} / "

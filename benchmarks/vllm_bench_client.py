@@ -12,7 +12,8 @@ a fixed output length (`--ignore-eos`), and returns its saved result (`--save-re
 figures and every request's ttft / itl / latency / output length). It raises `RuntimeError` with
 the end of vLLM's log when the run fails or any request failed. `prompts(...)` gives the token-id
 prompts that `run` sends for the same arguments (vLLM's own draw), so this project's client can
-replay exactly those (`Workload(prompts=...)`).
+replay exactly those (`Workload(prompts=...)`). `start` / `wait_for_warmup` / `finish` split `run`
+so that another client can run beside it against the same server at the same time.
 
 Offline: vLLM's bench needs a tokenizer even for token-id prompts, so one is built here (a
 word-level `tokenizers` vocabulary of the model's ids, saved with `PreTrainedTokenizerFast`; no hub
@@ -33,6 +34,7 @@ import os
 import subprocess
 import time
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 VLLM_VENV = Path.home() / ".cache/dflash-conformance/oracles/vllm-0.33.0"
@@ -119,8 +121,14 @@ class VllmBench:
         return self.log_path.read_text(errors="replace")[-3000:]
 
     def _ask(self, request: object) -> dict:
+        self._send(request)
+        return self._receive()
+
+    def _send(self, request: object) -> None:
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
+
+    def _receive(self) -> dict:
         answer = json.loads(self.proc.stdout.readline() or '{"ok": false, "error": "exited"}')
         if not answer["ok"]:
             raise RuntimeError(f"vllm bench serve failed: {answer.get('error')}\n{self._log_tail()}")
@@ -143,11 +151,38 @@ class VllmBench:
     def run(self, base_url: str, model: str, concurrency: int | None, num_requests: int, prompt_tokens: int,
             output_tokens: int, arrival_offsets_s: list[float] | None = None) -> dict:
         """Closed loop at `concurrency`, or (`concurrency` None) open loop on `arrival_offsets_s`."""
+        return self.finish(self.start(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens,
+                                      arrival_offsets_s))
+
+    def start(self, base_url: str, model: str, concurrency: int | None, num_requests: int, prompt_tokens: int,
+              output_tokens: int, arrival_offsets_s: list[float] | None = None) -> "Started":
+        """`run` without waiting: the bench is asked and runs; `finish` reads its result."""
         if (concurrency is None) != (arrival_offsets_s is not None):
             raise ValueError("run: give either a concurrency (closed loop) or arrival offsets (open loop)")
         out = self.work / f"vllm-{concurrency}-{num_requests}-{time.monotonic_ns()}.json"
-        self._ask(self._argv(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens, out.name,
-                             arrival_offsets_s))
+        self.log.flush()
+        mark = self.log_path.stat().st_size
+        self._send(self._argv(base_url, model, concurrency, num_requests, prompt_tokens, output_tokens, out.name,
+                              arrival_offsets_s))
+        return Started(out, num_requests, prompt_tokens, mark)
+
+    def wait_for_warmup(self, started: "Started", timeout_s: float = 60.0) -> None:
+        """Block until the started run prints its warm-up line (its initial test request is done; the
+        warm-ups and then the measured requests follow at once)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self.log_path.open("rb") as f:
+                f.seek(started.log_offset)
+                if b"Warming up with" in f.read():
+                    return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.005)
+        raise RuntimeError(f"vllm bench serve did not reach its warm-up in {timeout_s:g} s:\n{self._log_tail()}")
+
+    def finish(self, started: "Started") -> dict:
+        self._receive()
+        out, num_requests, prompt_tokens = started.result_path, started.num_requests, started.prompt_tokens
         if not out.exists():
             raise RuntimeError(f"vllm bench serve wrote no result:\n{self._log_tail()}")
         result = json.loads(out.read_text())
@@ -159,6 +194,15 @@ class VllmBench:
             raise RuntimeError(f"vllm bench serve sent prompts of {sorted(set(result['input_lens']))} tokens, "
                                f"not {prompt_tokens}")
         return result
+
+
+@dataclass(frozen=True)
+class Started:
+    """A `vllm bench serve` run asked for and not yet read back."""
+    result_path: Path
+    num_requests: int
+    prompt_tokens: int
+    log_offset: int           # the bench log's size when it was asked (its lines for this run follow)
 
 
 def as_records(result: dict) -> list:
