@@ -28,7 +28,10 @@ Points:
   (`together ...` rows, `run_together`): the server's speed drifts by +-20% between runs on
   this host, and requests sent side by side see the same drift, so those rounds' ratios compare
   the clients, not two moments of the server.
-- `stub`: the stub server pacing tokens `--step-delay-ms` apart (the client's own cost shows).
+- `stub`: the stub server pacing tokens `--step-delay-ms` apart after a first token `--first-token-delay-ms`
+  after the request (an engine's prefill, exactly the same for every request: a server with no drift and no
+  batching, so the two clients' medians differ by their own costs alone); with `--first-token-delay-ms 0`
+  TTFT is nothing but the client's own cost.
 - `ceiling`: the burst stub (no delay) at `--ceiling-concurrency`: the most requests/s each client
   drives, beside the stub's own ceiling (requests per CPU second it spent).
 
@@ -198,10 +201,12 @@ def main() -> int:
                     help="prompt length against the reference (its TTFT grows with it, the clients' own cost not)")
     ap.add_argument("--reference-output-tokens", type=int, default=32)
     ap.add_argument("--prompt-tokens", type=int, default=16, help="prompt length against the stub")
-    ap.add_argument("--stub-concurrency", default="1,16")
+    ap.add_argument("--stub-concurrency", default="1,4,16")
     ap.add_argument("--stub-requests", type=int, default=50)
     ap.add_argument("--stub-output-tokens", type=int, default=64)
     ap.add_argument("--step-delay-ms", type=float, default=2.0)
+    ap.add_argument("--first-token-delay-ms", type=float, default=50.0,
+                    help="the stub's prefill: its TTFT before either client's own cost")
     ap.add_argument("--ceiling-concurrency", type=int, default=64)
     ap.add_argument("--ceiling-requests", type=int, default=3000)
     ap.add_argument("--ceiling-output-tokens", type=int, default=64)
@@ -258,11 +263,14 @@ def main() -> int:
                                                   together=both))
         if "stub" in servers:
             n, pt, out = a.stub_requests, a.prompt_tokens, a.stub_output_tokens
-            with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3) as stub:
+            with StubProcess(cpu=a.server_cpu, step_delay_s=a.step_delay_ms / 1e3,
+                             first_token_delay_s=a.first_token_delay_ms / 1e3) as stub:
                 for c in (int(x) for x in a.stub_concurrency.split(",")):
                     run = {"vllm": lambda: vllm_figures(bench.run(stub.base_url, "stub", c, n, pt, out)),
                            "ours": lambda: ours_figures(ours(stub.base_url, c, n, pt, out))}
-                    compare_point(emit, Point(f"stub {a.step_delay_ms:g}ms", str(c), a.rounds, n, out, run))
+                    label = f"stub {a.first_token_delay_ms:g}+{a.step_delay_ms:g}ms"
+                    compare_point(emit, Point(label, str(c), a.rounds, n, out, run, None,
+                                              stub.port if wire else None, a.client_cpu))
         if "ceiling" in servers:
             ceiling(emit, a, bench)
         emit(f"done at {time.strftime('%Y-%m-%d %H:%M:%S')}, load average {load_average()}")

@@ -33,7 +33,7 @@ from typing import NamedTuple
 SO_ATTACH_FILTER = 26
 SO_TIMESTAMPNS = 35
 ETH_P_ALL = 0x0003
-CHUNK_MARK = b'"choices": [{'   # a completion chunk with choices, as the reference server renders it
+CHUNK_MARKS = (b'"choices": [{', b'"choices":[{')   # a completion chunk with choices: the reference, the stub
 
 
 class WireRequest(NamedTuple):
@@ -94,7 +94,7 @@ def _capture(port: int, out: Path) -> int:
             continue
         if dst == port and payload.startswith(b"POST "):
             events.append([t, "post", src, 1])
-        elif src == port and (n := payload.count(CHUNK_MARK)):
+        elif src == port and (n := sum(payload.count(mark) for mark in CHUNK_MARKS)):
             events.append([t, "chunks", dst, n])
     out.write_text(json.dumps(events))
     return 0

@@ -4,7 +4,7 @@ A benchmark of the client must not share the client's core or interpreter with t
 drives, so `StubProcess` runs `python -m conformance.loadgen.stub_server` and reads its state
 over HTTP (GET /stub/state: counters and the CPU seconds the stub has used).
 
-    with StubProcess(cpu=0, step_delay_s=0.0) as stub:
+    with StubProcess(cpu=0, step_delay_s=0.0, first_token_delay_s=0.0) as stub:
         ... stub.base_url ...; stub.state()["cpu_s"]
 """
 
@@ -19,9 +19,11 @@ import httpx
 
 
 class StubProcess:
-    def __init__(self, cpu: int | None = None, tokens_per_step: int = 1, step_delay_s: float = 0.0) -> None:
+    def __init__(self, cpu: int | None = None, tokens_per_step: int = 1, step_delay_s: float = 0.0,
+                 first_token_delay_s: float = 0.0) -> None:
         self.argv = [sys.executable, "-m", "conformance.loadgen.stub_server", "--tokens-per-step",
-                     str(tokens_per_step), "--step-delay-s", repr(step_delay_s)]
+                     str(tokens_per_step), "--step-delay-s", repr(step_delay_s), "--first-token-delay-s",
+                     repr(first_token_delay_s)]
         if cpu is not None:
             self.argv += ["--cpu", str(cpu)]
         self.proc: subprocess.Popen | None = None

@@ -2,7 +2,8 @@
 
 It is a checking system under test (MLPerf LoadGen style): it serves POST /v1/completions with
 SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it can (or with
-`step_delay_s` between chunks), and records what the harness did: requests seen, the most
+`step_delay_s` between chunks, and `first_token_delay_s` before the first: an engine's prefill, so
+a benchmark can give it the TTFT of a real engine while its answers stay exactly paced), and records what the harness did: requests seen, the most
 requests in flight at once, bodies that broke the contract (`violations`), the prompts. Its
 /metrics counts one draft of `num_speculative_tokens` per chunk with `tokens_per_step - 1` of
 them accepted, so the mean acceptance length a client derives is `tokens_per_step`.
@@ -62,12 +63,15 @@ class StubConfig:
     num_speculative_tokens: int = 4
     step_delay_s: float = 0.0
     max_output_tokens: int | None = None
+    first_token_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 1 <= self.tokens_per_step <= self.num_speculative_tokens + 1:
             raise ValueError("tokens_per_step: must be in [1, num_speculative_tokens + 1]")
         if self.step_delay_s < 0:
             raise ValueError("step_delay_s: must be >= 0")
+        if self.first_token_delay_s < 0:
+            raise ValueError("first_token_delay_s: must be >= 0")
 
 
 def _http_chunk(data: bytes) -> bytes:
@@ -186,11 +190,20 @@ class _Core:
             writes = render_stream(cfg, max_tokens, key[0])
             if len(self.cache) < MAX_CACHED_RESPONSES:
                 self.cache[key] = writes
-        if cfg.step_delay_s == 0:
+        if cfg.first_token_delay_s > 0:
+            self.loop.call_later(cfg.first_token_delay_s, self.start, tr, writes)
+        else:
+            self.start(tr, writes)
+
+    def start(self, tr: Any, writes: list[bytes]) -> None:
+        """The response from its first step on: at once when there is no step delay, else paced."""
+        if self.cfg.step_delay_s > 0:
+            self.step(tr, writes, 0)
+        elif tr.is_closing():
+            self.finish(0)
+        else:
             tr.write(b"".join(writes))
             self.finish(len(writes))
-        else:
-            self.step(tr, writes, 0)
 
     def step(self, tr: Any, writes: list[bytes], i: int) -> None:
         if tr.is_closing():
@@ -214,8 +227,9 @@ class StubServer:
     """The stub on its own event loop in a daemon thread of this process (tests); see the module doc."""
 
     def __init__(self, tokens_per_step: int = 1, num_speculative_tokens: int = 4, step_delay_s: float = 0.0,
-                 max_output_tokens: int | None = None, port: int = 0) -> None:
-        self.config = StubConfig(tokens_per_step, num_speculative_tokens, step_delay_s, max_output_tokens)
+                 max_output_tokens: int | None = None, port: int = 0, first_token_delay_s: float = 0.0) -> None:
+        self.config = StubConfig(tokens_per_step, num_speculative_tokens, step_delay_s, max_output_tokens,
+                                 first_token_delay_s)
         self.state = StubState()
         self._core = _Core(self.config, self.state)
         self._sock = socket.create_server(("127.0.0.1", port), backlog=4096)
@@ -264,11 +278,13 @@ def main() -> int:
     ap.add_argument("--tokens-per-step", type=int, default=1)
     ap.add_argument("--num-speculative-tokens", type=int, default=4)
     ap.add_argument("--step-delay-s", type=float, default=0.0)
+    ap.add_argument("--first-token-delay-s", type=float, default=0.0, help="before the first step (a prefill)")
     ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
     a = ap.parse_args()
     if a.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {a.cpu})
-    cfg = StubConfig(a.tokens_per_step, a.num_speculative_tokens, a.step_delay_s)
+    cfg = StubConfig(a.tokens_per_step, a.num_speculative_tokens, a.step_delay_s,
+                     first_token_delay_s=a.first_token_delay_s)
     core = _Core(cfg, StubState(record_prompts=False))
     loop = new_event_loop()
     core.loop = loop
