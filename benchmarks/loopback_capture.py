@@ -17,6 +17,7 @@ are CLOCK_REALTIME seconds, comparable only with each other. Needs CAP_NET_RAW (
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import json
 import os
@@ -48,6 +49,19 @@ class WireRequest(NamedTuple):
         if not self.chunk_s or num_output_tokens < 2:
             return None
         return (self.chunk_s[-1] - self.chunk_s[0]) / (num_output_tokens - 1)
+
+
+def turnarounds_s(reqs: list[WireRequest], measured: list[WireRequest]) -> list[float]:
+    """For each of `measured` (a tail of `reqs`), how long after the latest stream end before its POST
+    (the last chunk of any of `reqs`) it was sent: in a closed loop, how fast the client turned a
+    finished stream into the next request. Requests with no stream ended before them are left out."""
+    ends = sorted(r.chunk_s[-1] for r in reqs if r.chunk_s)
+    out = []
+    for r in measured:
+        i = bisect.bisect_left(ends, r.post_s)
+        if i:
+            out.append(r.post_s - ends[i - 1])
+    return out
 
 
 def _tcp_port_filter(port: int) -> bytes:

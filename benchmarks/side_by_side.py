@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from benchmarks.loopback_capture import LoopbackCapture, WireRequest
+from benchmarks.loopback_capture import LoopbackCapture, WireRequest, turnarounds_s
 
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "output_tok_per_s")
 HEADS = ("TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "out tok/s")
@@ -70,8 +70,10 @@ class Point:
 
 def wire_figures(reqs: list[WireRequest], num_requests: int, output_tokens: int) -> dict[str, float]:
     measured = [r for r in reqs if r.chunk_s][-num_requests:]
+    turnarounds = turnarounds_s(reqs, measured)
     return {"wire_ttft_ms": statistics.median(r.ttft_s for r in measured) * 1e3,
-            "wire_tpot_ms": statistics.median(r.tpot_s(output_tokens) for r in measured) * 1e3}
+            "wire_tpot_ms": statistics.median(r.tpot_s(output_tokens) for r in measured) * 1e3,
+            "wire_turnaround_ms": statistics.median(turnarounds) * 1e3 if turnarounds else float("nan")}
 
 
 def _one_run(p: Point, who: str) -> tuple[dict, dict | None]:
@@ -127,6 +129,10 @@ def compare_point(emit: Printer, p: Point) -> None:
              f"vllm {over['vllm']['ttft_ms']:+.3f} ms; TPOT ours {over['ours']['tpot_ms']:+.3f} ms, vllm "
              f"{over['vllm']['tpot_ms']:+.3f} ms; the server's own (wire) medians for ours' requests over vLLM's: "
              f"TTFT {wire['ttft_ms']:.3f}, TPOT {wire['tpot_ms']:.3f}")
+        if "/" not in p.load:       # closed loop: when the next request follows a finished stream
+            turn = {who: _median(f["wire_turnaround_ms"] for f in got[who]) for who in CLIENTS}
+            emit(f"{pad} closed-loop turnaround on the wire (a POST after the latest stream end, median): ours "
+                 f"{turn['ours']:.3f} ms, vllm {turn['vllm']:.3f} ms")
     if p.engine_work and p.together is None:
         total = {who: {k: sum(w[k] for w in work[who]) for k in work[who][0]} for who in CLIENTS}
         cpu = {who: _median(w["cpu_s"] for w in work[who]) for who in CLIENTS}

@@ -44,3 +44,14 @@ def test_bench_arguments_open_and_closed(tmp_path):
     assert open_[open_.index("--num-warmups") + 1] == str(vb.OPEN_LOOP_WARMUPS)
     assert "--no-self-timed" in closed and closed[closed.index("--max-concurrency") + 1] == "4"
     assert closed[closed.index("--request-rate") + 1] == "inf"
+
+
+def test_turnaround_is_each_post_after_the_latest_stream_end():
+    from benchmarks.loopback_capture import WireRequest, turnarounds_s
+
+    # two slots: a ends at 1.0, b at 1.5; c is sent at 1.2 (0.2 after a), d at 1.6 (0.1 after b)
+    a, b = WireRequest(0.0, (0.5, 1.0)), WireRequest(0.1, (0.6, 1.5))
+    c, d = WireRequest(1.2, (1.7, 2.0)), WireRequest(1.6, (1.9, 2.2))
+    assert turnarounds_s([a, b, c, d], [c, d]) == pytest.approx([0.2, 0.1])
+    # a request sent before any stream ended has no turnaround
+    assert turnarounds_s([a, b, c, d], [a, b, c]) == pytest.approx([0.2])
