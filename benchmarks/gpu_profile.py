@@ -74,6 +74,8 @@ def _split(eng, steps: int) -> dict[str, float]:
         return run
 
     graphs._fill_target = timed("fill_target", orig["_fill_target"])
+    meta_fill = graphs.meta.fill
+    graphs.meta.fill = timed("fill_target.copy_to_device", meta_fill)     # the pinned copy + its H2D, inside
     graphs._fill_draft = timed("verify+fill_draft", orig["_fill_draft"])
     replays = {B: (gt, gd) for B, (gt, gd) in graphs.graphs.items()}
     for B, (gt, gd) in replays.items():
@@ -94,6 +96,7 @@ def _split(eng, steps: int) -> dict[str, float]:
             parts["step"].append(time.perf_counter() - t0)
     finally:
         graphs._fill_target, graphs._fill_draft = orig["_fill_target"], orig["_fill_draft"]
+        del graphs.meta.fill
         for B, (gt, gd) in replays.items():
             del gt.replay, gd.replay
         for gv in graphs.verify_graphs.values():

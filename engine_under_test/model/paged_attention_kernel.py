@@ -10,12 +10,14 @@ only: a query at position p reads KV rows 0 .. p). Non-causal (the DFlash query 
 rows 0 .. seq_len - 1.
 
     grid: (B, H / HPP, num_splits)   one program = HPP query heads (of one KV head) x L rows
-    rows r = head_in_program * L + t  (HPP * L <= 16 where the heads allow: a [16, D] float32
-                                       accumulator stays in registers; bigger tiles spilled to
+    rows r = head_in_program * L + t  (HPP * L <= 32 where the heads allow: the HPP query heads
+                                       of one KV head share each KV tile read, so a KV head's cache
+                                       is read rep / HPP times; bigger tiles (64 rows) spilled to
                                        local memory, which the driver reserves for the whole chip)
     KV tile of BLOCK_N tokens j:  block_table[b, j // block_size], row j % block_size
     online softmax over the program's tiles -> (acc, max, sum) per row
-    num_splits == 1: out = acc / sum;  else a combine kernel merges the splits' partials
+    num_splits == 1: out = acc / sum;  else a combine kernel merges the splits' partials, one
+    program per output row (grid (B, H / HPP, HPP * L)), all of a row's splits in one load
 
 Every index lives on the device, so the kernel is captured by a CUDA graph once per batch
 size and replayed at any context length. float32 inputs use IEEE dots (no TF32).
@@ -103,27 +105,24 @@ def _paged_attn_kernel(q, k_cache, v_cache, block_table, seq_lens, q_pos, out, p
 @triton.jit
 def _combine_kernel(out, part_acc, part_ml, stride_qt, stride_qh, L, D,
                     HPP: tl.constexpr, NUM_SPLITS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One program per output row (b, head group, row r): every split's partial of that row is
+    loaded at once as a [NUM_SPLITS, BLOCK_D] tile and reduced (no serial loop over splits)."""
     b = tl.program_id(0).to(tl.int64)
     hp = tl.program_id(1)
-    r = tl.arange(0, BLOCK_M)
-    d = tl.arange(0, BLOCK_D)
-    row_ok = r < HPP * L
+    r = tl.program_id(2)
     head = hp * HPP + r // L
     tok = b * L + r % L
+    s = tl.arange(0, NUM_SPLITS)
+    d = tl.arange(0, BLOCK_D)
     first = (b * tl.num_programs(1) + hp) * NUM_SPLITS
-    m_all = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    for s in range(NUM_SPLITS):
-        m_all = tl.maximum(m_all, tl.load(part_ml + ((first + s) * 2) * BLOCK_M + r))
-    m_safe = tl.where(m_all == float("-inf"), 0.0, m_all)
-    l_all = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-    for s in range(NUM_SPLITS):
-        w = tl.exp(tl.load(part_ml + ((first + s) * 2) * BLOCK_M + r) - m_safe)
-        l_all += w * tl.load(part_ml + ((first + s) * 2 + 1) * BLOCK_M + r)
-        acc += w[:, None] * tl.load(part_acc + ((first + s) * BLOCK_M + r[:, None]) * BLOCK_D + d[None, :])
-    o = acc / tl.where(l_all == 0.0, 1.0, l_all)[:, None]
-    tl.store(out + tok[:, None] * stride_qt + head[:, None] * stride_qh + d[None, :], o.to(out.dtype.element_ty),
-             mask=row_ok[:, None] & (d < D)[None, :])
+    m = tl.load(part_ml + ((first + s) * 2) * BLOCK_M + r)
+    lse = tl.load(part_ml + ((first + s) * 2 + 1) * BLOCK_M + r)
+    m_all = tl.max(m, 0)
+    w = tl.exp(m - tl.where(m_all == float("-inf"), 0.0, m_all))
+    l_all = tl.sum(w * lse, 0)
+    acc = tl.load(part_acc + ((first + s[:, None]) * BLOCK_M + r) * BLOCK_D + d[None, :])
+    o = tl.sum(w[:, None] * acc, 0) / tl.where(l_all == 0.0, 1.0, l_all)
+    tl.store(out + tok * stride_qt + head * stride_qh + d, o.to(out.dtype.element_ty), mask=d < D)
 
 
 def heads_per_program(num_heads: int, num_kv_heads: int, query_len: int, max_rows: int = 16) -> int:
@@ -140,7 +139,7 @@ def num_splits_for(num_seqs: int, num_programs_per_seq: int, target_programs: in
 
 def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              block_table: torch.Tensor, seq_lens: torch.Tensor, q_positions: torch.Tensor | None,
-                             query_len: int, scale: float, causal: bool, max_tile_rows: int = 16,
+                             query_len: int, scale: float, causal: bool, max_tile_rows: int = 32,
                              target_programs: int = TARGET_PROGRAMS, num_warps: int = 4) -> torch.Tensor:
     """q [B * query_len, H, D] -> out [B * query_len, H, D] (q's dtype); see the module docstring.
     The tile knobs (rows per program, programs to aim for, warps) are what
@@ -173,7 +172,7 @@ def paged_attention_in_place(q: torch.Tensor, k_cache: torch.Tensor, v_cache: to
         BLOCK_N=BLOCK_N_TOKENS, BLOCK_D=block_d, CAUSAL=causal, IEEE=q.dtype == torch.float32,
         num_warps=num_warps, num_stages=2)
     if splits > 1:
-        _combine_kernel[(B, groups)](out, part_acc, part_ml, out.stride(0), out.stride(1), query_len, D,
-                                     HPP=hpp, NUM_SPLITS=splits, BLOCK_M=block_m, BLOCK_D=block_d,
-                                  num_warps=num_warps)
+        _combine_kernel[(B, groups, hpp * query_len)](out, part_acc, part_ml, out.stride(0), out.stride(1),
+                                                      query_len, D, HPP=hpp, NUM_SPLITS=splits, BLOCK_M=block_m,
+                                                      BLOCK_D=block_d, num_warps=num_warps)
     return out

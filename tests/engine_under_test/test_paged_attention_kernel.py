@@ -95,6 +95,7 @@ def test_split_count_fills_the_chip_and_stays_a_power_of_two():
 
 def test_heads_per_program_keep_a_16_row_tile():
     assert pak.heads_per_program(8, 2, 9) == 1       # 2b verify: 9 rows per head
+    assert pak.heads_per_program(8, 2, 9, 32) == 2   # the engine's 32-row tile: two heads share a KV read
     assert pak.heads_per_program(8, 2, 1) == 4       # plain decode: the 4 heads of a KV head
     assert pak.heads_per_program(16, 2, 2) == 8
     assert pak.heads_per_program(6, 2, 5) == 3
