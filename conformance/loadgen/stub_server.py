@@ -3,10 +3,11 @@
 It is a checking system under test (MLPerf LoadGen style): it serves POST /v1/completions with
 SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it can (or with
 `step_delay_s` between chunks, and `first_token_delay_s` before the first: an engine's prefill, so
-a benchmark can give it the TTFT of a real engine while its answers stay exactly paced), and records what the harness did: requests seen, the most
-requests in flight at once, bodies that broke the contract (`violations`), the prompts. Its
-/metrics counts one draft of `num_speculative_tokens` per chunk with `tokens_per_step - 1` of
-them accepted, so the mean acceptance length a client derives is `tokens_per_step`.
+a benchmark can give it the TTFT of a real engine while its answers stay exactly paced), and
+records what the harness did: requests seen, the most requests in flight at once, bodies that
+broke the contract (`violations`), the prompts. Its /metrics counts one draft of
+`num_speculative_tokens` per chunk with `tokens_per_step - 1` of them accepted, so the mean
+acceptance length a client derives is `tokens_per_step`.
 `max_output_tokens` makes it a defective server that stops early (ignores `ignore_eos`).
 
 It must never be the bottleneck of the benchmark that measures the client, so it is an

@@ -116,10 +116,10 @@ def _combine_kernel(out, part_acc, part_ml, stride_qt, stride_qh, L, D,
     d = tl.arange(0, BLOCK_D)
     first = (b * tl.num_programs(1) + hp) * NUM_SPLITS
     m = tl.load(part_ml + ((first + s) * 2) * BLOCK_M + r)
-    lse = tl.load(part_ml + ((first + s) * 2 + 1) * BLOCK_M + r)
+    sums = tl.load(part_ml + ((first + s) * 2 + 1) * BLOCK_M + r)
     m_all = tl.max(m, 0)
     w = tl.exp(m - tl.where(m_all == float("-inf"), 0.0, m_all))
-    l_all = tl.sum(w * lse, 0)
+    l_all = tl.sum(w * sums, 0)
     acc = tl.load(part_acc + ((first + s[:, None]) * BLOCK_M + r) * BLOCK_D + d[None, :])
     o = tl.sum(w[:, None] * acc, 0) / tl.where(l_all == 0.0, 1.0, l_all)
     tl.store(out + tok * stride_qt + head * stride_qh + d, o.to(out.dtype.element_ty), mask=d < D)
