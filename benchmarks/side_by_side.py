@@ -67,6 +67,10 @@ class Point:
     capture_cpu: int | None = None
     together: Callable[[], dict[str, dict]] | None = None   # one run of both at once -> {"vllm": .., "ours": ..}
 
+    @property
+    def closed_loop(self) -> bool:
+        return not self.load.endswith("/s")
+
 
 def wire_figures(reqs: list[WireRequest], num_requests: int, output_tokens: int) -> dict[str, float]:
     measured = [r for r in reqs if r.chunk_s][-num_requests:]
@@ -129,7 +133,7 @@ def compare_point(emit: Printer, p: Point) -> None:
              f"vllm {over['vllm']['ttft_ms']:+.3f} ms; TPOT ours {over['ours']['tpot_ms']:+.3f} ms, vllm "
              f"{over['vllm']['tpot_ms']:+.3f} ms; the server's own (wire) medians for ours' requests over vLLM's: "
              f"TTFT {wire['ttft_ms']:.3f}, TPOT {wire['tpot_ms']:.3f}")
-        if "/" not in p.load:       # closed loop: when the next request follows a finished stream
+        if p.closed_loop:       # when the next request follows a finished stream
             turn = {who: _median(f["wire_turnaround_ms"] for f in got[who]) for who in CLIENTS}
             emit(f"{pad} closed-loop turnaround on the wire (a POST after the latest stream end, median): ours "
                  f"{turn['ours']:.3f} ms, vllm {turn['vllm']:.3f} ms")

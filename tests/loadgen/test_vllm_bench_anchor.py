@@ -13,6 +13,7 @@ import pytest
 
 from benchmarks import vllm_bench_client as vb
 from benchmarks.loadgen_vs_vllm_bench import arrival_offsets
+from benchmarks.loopback_capture import WireRequest, turnarounds_s
 from conformance.loadgen.arrivals import arrival_offsets_s
 from conformance.loadgen.settings import LoadgenSettings
 
@@ -47,8 +48,6 @@ def test_bench_arguments_open_and_closed(tmp_path):
 
 
 def test_turnaround_is_each_post_after_the_latest_stream_end():
-    from benchmarks.loopback_capture import WireRequest, turnarounds_s
-
     # two slots: a ends at 1.0, b at 1.5; c is sent at 1.2 (0.2 after a), d at 1.6 (0.1 after b)
     a, b = WireRequest(0.0, (0.5, 1.0)), WireRequest(0.1, (0.6, 1.5))
     c, d = WireRequest(1.2, (1.7, 2.0)), WireRequest(1.6, (1.9, 2.2))
