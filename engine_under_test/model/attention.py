@@ -6,7 +6,9 @@ first), q_norm / k_norm are per-head zero-centered RMSNorms, rope covers the fir
 q_proj, k_proj and v_proj are one GEMM: the row blocks [q_proj; k_proj; v_proj] of one weight
 (`self.qkv_proj`, fused_linear.LinearGroup), their outputs column views of one product.
 
-`paged_attention` writes this pass's K/V into the pool rows of their positions, then, per
+q / k norms, rope and the K/V write into the pool rows of their positions are one call
+(norm_rope.py: one kernel on CUDA); the output gate is `fused_gates.sigmoid_mul`.
+`paged_attention` reads this pass's K/V (already written) from the pool; per
 group of equal query length, gathers each sequence's blocks through its block table and
 runs SDPA with a mask (causal by position, or full for the DFlash drafter's block queries);
 block tables and masks are built once per pass (`ForwardBatch.memo`) and shared by the layers.
@@ -19,18 +21,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
+from engine_under_test.model.fused_gates import sigmoid_mul
 from engine_under_test.model.fused_linear import LinearGroup
+from engine_under_test.model.norm_rope import norm_rope_write
 from engine_under_test.model.norm import ZeroCenteredRMSNorm
 from engine_under_test.model.rope import RotaryEmbedding
-
-
-def write_kv(k_cache: torch.Tensor, v_cache: torch.Tensor, slots: tuple[torch.Tensor, torch.Tensor],
-             k: torch.Tensor, v: torch.Tensor) -> None:
-    """Store k, v [T, Hkv, D] at pool (block, row) pairs `slots` ([T], [T]); the pool's block
-    views are strided (one page per block), so rows are addressed by block and offset."""
-    blocks, rows = slots
-    k_cache[blocks, rows] = k.to(k_cache.dtype)
-    v_cache[blocks, rows] = v.to(v_cache.dtype)
 
 
 def _group_mask(batch: ForwardBatch, group_id: int, seqs: list[int], query_len: int, num_blocks: int) -> torch.Tensor:
@@ -99,16 +94,13 @@ class GatedAttention(nn.Module):
         T = x.shape[0]
         q_gate, k, v = self._projections(x)
         q, gate = q_gate.view(T, self.num_heads, 2 * self.head_dim).chunk(2, dim=-1)
-        q = self.q_norm(q)
-        k = self.k_norm(k.view(T, self.num_kv_heads, self.head_dim))
-        v = v.view(T, self.num_kv_heads, self.head_dim)
-        cos, sin = cos_sin
-        q, k = rope.apply(q, cos, sin), rope.apply(k, cos, sin)
-        write_kv(kv_cache.first, kv_cache.second, batch.slot_mapping(kv_cache.group_id), k, v)
-        del k, v                  # NOTE: peak memory: the projection lives on (the gate), the roped keys need not
+        # NOTE: peak memory: the projection lives on (the gate), the roped keys go straight to the pool
+        q = norm_rope_write(q, k.view(T, self.num_kv_heads, self.head_dim), v.view(T, self.num_kv_heads, self.head_dim),
+                            self.q_norm, self.k_norm, rope, cos_sin, kv_cache.first, kv_cache.second,
+                            batch.slot_mapping(kv_cache.group_id))
+        del k, v
         o = paged_attention(q, batch, kv_cache, self.head_dim ** -0.5)
-        o = o.reshape(T, -1) * torch.sigmoid(gate.reshape(T, -1))
-        return self.o_proj(o)
+        return self.o_proj(sigmoid_mul(o, gate).reshape(T, -1))
 
     def _projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(q and gate [T, 2 H D], k, v [T, Hkv D]): column views of one GEMM while fused, else one

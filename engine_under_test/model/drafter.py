@@ -23,13 +23,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from engine_under_test.model.attention import paged_attention, write_kv
+from engine_under_test.model.attention import paged_attention
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache
 from engine_under_test.model.fused_linear import LinearGroup
 from engine_under_test.model.fused_norms import add_rms_norm
 from engine_under_test.model.mlp import SwiGLUMLP
 from engine_under_test.model.model_config import DraftModelConfig
 from engine_under_test.model.norm import RMSNorm
+from engine_under_test.model.norm_rope import norm_rope_write
 from engine_under_test.model.rope import RotaryEmbedding
 
 
@@ -49,23 +50,24 @@ class DraftAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.qkv_proj = LinearGroup(self.q_proj, self.k_proj, self.v_proj)
 
-    def kv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin) -> tuple[torch.Tensor, torch.Tensor]:
-        """Context x [T, hidden] -> roped, normed k and v [T, Hkv, D] (fused: one GEMM over the k
-        and v rows; unfused: one GEMM each, the reference)."""
+    def write_kv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin, cache: LayerCache,
+                 slots: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Context x [T, hidden] -> normed, roped k and v [T, Hkv, D] stored at the pool rows
+        `slots` (fused: one GEMM over the k and v rows; unfused: one GEMM each, the reference)."""
         k, v = self.qkv_proj(x, members=slice(1, 3)) if self.qkv_proj.fused else (self.k_proj(x), self.v_proj(x))
-        return self._roped_kv(k, v, rope, cos_sin)
+        norm_rope_write(None, *self._heads(k, v), None, self.k_norm, rope, cos_sin, cache.first, cache.second, slots)
 
-    def qkv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin) -> tuple[torch.Tensor, ...]:
-        """Query block x [T, hidden] -> roped, normed q [T, H, D], k and v [T, Hkv, D] (fused: one
-        GEMM; unfused: one GEMM each, the reference)."""
+    def write_qkv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin, cache: LayerCache,
+                  slots: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """Query block x [T, hidden] -> normed, roped q [T, H, D]; its k and v stored at the pool
+        rows `slots` (fused: one GEMM; unfused: one GEMM each, the reference)."""
         q, k, v = self.qkv_proj(x) if self.qkv_proj.fused else (self.q_proj(x), self.k_proj(x), self.v_proj(x))
-        q = rope.apply(self.q_norm(q.view(x.shape[0], self.num_heads, self.head_dim)), *cos_sin)
-        return (q, *self._roped_kv(k, v, rope, cos_sin))
+        return norm_rope_write(q.view(x.shape[0], self.num_heads, self.head_dim), *self._heads(k, v), self.q_norm,
+                               self.k_norm, rope, cos_sin, cache.first, cache.second, slots)
 
-    def _roped_kv(self, k: torch.Tensor, v: torch.Tensor, rope: RotaryEmbedding, cos_sin):
+    def _heads(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         T = k.shape[0]
-        k = self.k_norm(k.view(T, self.num_kv_heads, self.head_dim))
-        return rope.apply(k, *cos_sin), v.view(T, self.num_kv_heads, self.head_dim)
+        return k.view(T, self.num_kv_heads, self.head_dim), v.view(T, self.num_kv_heads, self.head_dim)
 
 
 class DraftLayer(nn.Module):
@@ -106,9 +108,8 @@ class DFlashDrafter(nn.Module):
         ctx = self.hidden_norm(self.fc(aux_hidden.to(self.fc.weight.dtype)))
         cos_sin = self.rope.cos_sin(positions, ctx.dtype)
         for i, layer in enumerate(self.layers):
-            k, v = layer.self_attn.kv(ctx, self.rope, cos_sin)
             cache = kv_caches[draft_layer_name(i)]
-            write_kv(cache.first, cache.second, slots[cache.group_id], k, v)
+            layer.self_attn.write_kv(ctx, self.rope, cos_sin, cache, slots[cache.group_id])
 
     @torch.inference_mode()
     def forward(self, query_ids: torch.Tensor, batch: ForwardBatch,
@@ -117,16 +118,19 @@ class DFlashDrafter(nn.Module):
         h = self.embed_tokens(query_ids)
         cos_sin = self.rope.cos_sin(batch.positions, h.dtype)
         T = h.shape[0]
+        pending = None                      # the last layer's MLP output, not yet added to h
         for i, layer in enumerate(self.layers):
             attn = layer.self_attn
-            x = layer.input_layernorm(h)
-            q, k, v = attn.qkv(x, self.rope, cos_sin)
+            if pending is None:
+                x = layer.input_layernorm(h)
+            else:                           # NOTE: residual add and norm fused (one kernel on CUDA)
+                h, x = add_rms_norm(h, pending, layer.input_layernorm)
             cache = kv_caches[draft_layer_name(i)]
-            write_kv(cache.first, cache.second, batch.slot_mapping(cache.group_id), k, v)
+            q = attn.write_qkv(x, self.rope, cos_sin, cache, batch.slot_mapping(cache.group_id))
             o = paged_attention(q, batch, cache, attn.head_dim ** -0.5)
             h, x = add_rms_norm(h, attn.o_proj(o.reshape(T, -1)), layer.post_attention_layernorm)
-            h = h + layer.mlp(x)
-        return self.norm(h)
+            pending = layer.mlp(x)
+        return add_rms_norm(h, pending, self.norm)[1]
 
     @torch.inference_mode()
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,8 @@
 `norm` is a `norm.ZeroCenteredRMSNorm` ((1 + w) * x / rms(x) in float32, then x's dtype) or
 a `norm.RMSNorm` (x / rms(x) rounded to x's dtype, times w). One program per row; the row is
 reduced in float32. `rms_norm` reads a [T, heads, dim] x at its two row strides, so per-head
-columns of a fused projection (q_norm, k_norm) are not copied first. Off CUDA (or without
+columns of a fused projection (q_norm, k_norm) are not copied first; `gated_rms_norm` reads its
+gate the same way (Gated-DeltaNet's z, a column view of the fused input projection). Off CUDA (or without
 Triton) each is the modules' own torch code, so the CPU reference path is unchanged.
 """
 
@@ -30,8 +31,8 @@ def _use_kernel(x: torch.Tensor) -> bool:
 
 if triton is not None:
     @triton.jit
-    def _norm_kernel(x, res, w, gate, out, res_out, n, inner, stride_x_outer, stride_x, stride_res, stride_gate,
-                     stride_out, eps,
+    def _norm_kernel(x, res, w, gate, out, res_out, n, inner, stride_x_outer, stride_x, stride_res, gate_inner,
+                     stride_gate_outer, stride_gate, stride_out, eps,
                      HAS_RES: tl.constexpr, ZERO_CENTERED: tl.constexpr, GATED: tl.constexpr, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
@@ -49,7 +50,8 @@ if triton is not None:
             y = wf * normed.to(v.dtype).to(tl.float32)
         if GATED:
             y = y.to(v.dtype).to(tl.float32)
-            gv = tl.load(gate + row * stride_gate + cols, mask=ok, other=0.0).to(tl.float32)
+            gv = tl.load(gate + (row // gate_inner) * stride_gate_outer + (row % gate_inner) * stride_gate + cols,
+                         mask=ok, other=0.0).to(tl.float32)
             y = y * (gv / (1.0 + tl.exp(-gv)))
         tl.store(out + row * stride_out + cols, y.to(out.dtype.element_ty), mask=ok)
 
@@ -57,17 +59,20 @@ if triton is not None:
 def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bool,
             res2: torch.Tensor | None = None, gate2: torch.Tensor | None = None):
     """x [rows, n], or [outer, inner, n] whose two row strides need not merge (per-head columns of
-    a wider projection: row r = (r // inner, r % inner)); res2, gate2 [rows, n]. Every row's
-    elements contiguous. Returns (out, res_out) [rows, n], contiguous."""
+    a wider projection: row r = (r // inner, r % inner)); res2 [rows, n]; gate2 [rows, n] or
+    [outer', inner', n] read the same way (the gate a column view too). Every row's elements
+    contiguous. Returns (out, res_out) [rows, n], contiguous."""
     x3 = x if x.dim() == 3 else x.unsqueeze(0)
     outer, inner, n = x3.shape
     out = torch.empty(outer * inner, n, dtype=x.dtype, device=x.device)
     res_out = torch.empty_like(out) if res2 is not None else out
     block = triton.next_power_of_2(n)
-    _norm_kernel[(outer * inner,)](x3, res2 if res2 is not None else x3, weight, gate2 if gate2 is not None else x3,
+    g3 = None if gate2 is None else (gate2 if gate2.dim() == 3 else gate2.unsqueeze(0))
+    _norm_kernel[(outer * inner,)](x3, res2 if res2 is not None else x3, weight, g3 if g3 is not None else x3,
                                    out, res_out, n, inner, x3.stride(0), x3.stride(1),
                                    res2.stride(0) if res2 is not None else 0,
-                                   gate2.stride(0) if gate2 is not None else 0, out.stride(0), eps,
+                                   g3.shape[1] if g3 is not None else 1, g3.stride(0) if g3 is not None else 0,
+                                   g3.stride(1) if g3 is not None else 0, out.stride(0), eps,
                                    HAS_RES=res2 is not None, ZERO_CENTERED=zero_centered, GATED=gate2 is not None,
                                    BLOCK=block, num_warps=4 if block <= 2048 else 8)
     return out, res_out
@@ -104,6 +109,7 @@ def gated_rms_norm(x: torch.Tensor, gate: torch.Tensor, norm) -> torch.Tensor:
         out = norm.weight * norm.normalize(x).to(dtype)
         return (out * F.silu(gate.float())).to(dtype)
     shape = x.shape
-    out, _ = _launch(x.reshape(-1, shape[-1]), norm.weight, norm.eps, False,
-                     gate2=gate.reshape(-1, shape[-1]))
+    # [T, heads, dim]: heads of a fused projection's column view are read in place (no copy)
+    gate_rows = gate.reshape(-1, gate.shape[-2], gate.shape[-1]) if gate.dim() >= 3 else gate.reshape(-1, shape[-1])
+    out, _ = _launch(x.reshape(-1, shape[-1]), norm.weight, norm.eps, False, gate2=gate_rows)
     return out.view(shape)

@@ -1,15 +1,19 @@
 """The Gated-DeltaNet token mixer of Qwen3.5 (transformers' Qwen3_5GatedDeltaNet, same names).
 
-    mixed, b, a = in_proj_qkv(x), in_proj_b(x), in_proj_a(x)    one GEMM (fused_linear.LinearGroup)
+    mixed, b, a, z = in_proj_qkv(x), in_proj_b(x), in_proj_a(x), in_proj_z(x)
+                                           one GEMM (fused_linear.LinearGroup), see below
     qkv = conv1d(mixed)                    causal depthwise conv, SiLU, state in the pool
     beta = sigmoid(b); g = -exp(A_log) * softplus(a + dt_bias)
     o = gated_delta_rule(q, k, v, g, beta)  (q, k l2-normalised; recurrent state in the pool)
-    z = in_proj_z(x)                       its own GEMM, after the kernels (not alive at their peak)
     out = out_proj(norm(o, gate=z))        gated RMSNorm per value head
 
-The three projections before the conv are the row blocks [in_proj_qkv; in_proj_b; in_proj_a]
-of one weight (`self.in_proj_qkvba`); mixed, b and a are column views of its product
-[T, conv_dim + 2 Hv], which the conv, the gates and the CUDA kernels read at that row stride.
+The four projections are the row blocks [in_proj_qkv; in_proj_b; in_proj_a; in_proj_z] of one
+weight (`self.in_proj_qkvbaz`). Up to `max_fused_rows` rows (decode and verify steps, where a
+GEMM is bound by reading its weight and each one is a launch) all four are one GEMM and mixed,
+b, a, z column views of its product [T, conv_dim + 2 Hv + value_dim], which the conv, the gates,
+the CUDA kernels and the gated norm read at that row stride. Above it (prefill chunks) the first
+three are one GEMM and z its own, after the kernels, so z is not alive at their peak (the
+activation plan's).
 
 State lives in pool blocks: conv [num_blocks, conv_dim, >= K-1] (the first K-1 rows hold the
 last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layout; used here
@@ -35,6 +39,8 @@ from engine_under_test.model.norm import GatedRMSNorm
 
 
 class GatedDeltaNet(nn.Module):
+    max_fused_rows = 1024          # rows of x up to which z is part of the input projections' GEMM
+
     def __init__(self, cfg: TargetModelConfig):
         super().__init__()
         self.num_k_heads, self.num_v_heads = cfg.linear_num_key_heads, cfg.linear_num_value_heads
@@ -53,13 +59,13 @@ class GatedDeltaNet(nn.Module):
         self.in_proj_z = nn.Linear(cfg.hidden_size, self.value_dim, bias=False)
         self.in_proj_b = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
         self.in_proj_a = nn.Linear(cfg.hidden_size, self.num_v_heads, bias=False)
-        self.in_proj_qkvba = LinearGroup(self.in_proj_qkv, self.in_proj_b, self.in_proj_a)
+        self.in_proj_qkvbaz = LinearGroup(self.in_proj_qkv, self.in_proj_b, self.in_proj_a, self.in_proj_z)
 
     def forward(self, x: torch.Tensor, batch: ForwardBatch, state_cache: LayerCache, backend: str) -> torch.Tensor:
         conv_cache, ssm_pool, gid = state_cache
         ssm_cache = ssm_pool.transpose(-1, -2)                # [N, Hv, Dv, Dk] -> [N, Hv, Dk, Dv]
         conv_rows = conv_cache[:, :, : self.kernel - 1]       # the conv state proper
-        mixed, b_raw, a_raw = self._in_projections(x)
+        mixed, b_raw, a_raw, z = self._in_projections(x)
         g = beta = None           # the gates, computed by torch only for groups off the fused path
         core = torch.empty(x.shape[0], self.num_v_heads, self.head_v_dim, dtype=x.dtype, device=x.device)
         weight = self.conv1d.weight[:, 0, :]
@@ -102,16 +108,21 @@ class GatedDeltaNet(nn.Module):
                 _save(ssm_cache, ssm_states, slots)
             _save(conv_rows, conv_states, slots)
             batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim).to(x.dtype), seqs, qlen)
-        z = self.in_proj_z(x)                                 # projected late: not alive at the kernels' peak
+        if z is None:                                         # projected late: not alive at the kernels' peak
+            z = self.in_proj_qkvbaz(x, members=slice(3, 4))[0] if self.in_proj_qkvbaz.fused else self.in_proj_z(x)
         out = self.norm(core, z.view(-1, self.num_v_heads, self.head_v_dim))
         return self.out_proj(out.reshape(x.shape[0], -1))
 
-    def _in_projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(mixed [T, conv_dim], b [T, Hv], a [T, Hv]): column views of one GEMM while fused,
-        else one GEMM per projection (the reference the fused path is checked against)."""
-        if self.in_proj_qkvba.fused:
-            return self.in_proj_qkvba(x)
-        return self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x)
+    def _in_projections(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """(mixed [T, conv_dim], b [T, Hv], a [T, Hv], z [T, value_dim] or None): column views of one
+        GEMM while fused (z among them up to `max_fused_rows` rows, else None: projected after the
+        kernels), else one GEMM per projection (the reference the fused path is checked against)."""
+        group = self.in_proj_qkvbaz
+        if not group.fused:
+            return self.in_proj_qkv(x), self.in_proj_b(x), self.in_proj_a(x), None
+        if x.shape[0] <= self.max_fused_rows:
+            return group(x)
+        return (*group(x, members=slice(0, 3)), None)
 
     def _snapshot_kernels(self, x: torch.Tensor, slots: StateSlots, backend: str) -> bool:
         """Whether a group runs `_fused_snapshots`: a snapshotting pass, backend fla on CUDA, width 4."""

@@ -3,8 +3,8 @@
 gate_proj and up_proj are the row blocks [gate_proj; up_proj] of one weight (`self.gate_up_proj`,
 fused_linear.LinearGroup). Up to `max_fused_rows` rows (decode and verify steps, where the
 GEMMs are bound by reading the weight) they are one GEMM and gate, up are column views of its
-[T, 2 I] product; SiLU and the product are taken in place in the gate's columns, so the product
-lives through down_proj whole. Above it (prefill chunks) they are two GEMMs over the same rows,
+[T, 2 I] product; SiLU and the product are taken in place in the gate's columns (one kernel on
+CUDA, fused_gates.silu_mul), so the product lives through down_proj whole. Above it (prefill chunks) they are two GEMMs over the same rows,
 as before fusion: up's product dies at the multiplication, and the peak stays the activation
 plan's (memory.planner.activation_bytes: 2 I + 2 hidden per token; the fused product would add
 T x hidden during down_proj).
@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine_under_test.model.fused_gates import silu_mul
 from engine_under_test.model.fused_linear import LinearGroup
 
 
@@ -35,4 +36,4 @@ class SwiGLUMLP(nn.Module):
             h = F.silu(self.gate_proj(x), inplace=True)
             return self.down_proj(h.mul_(self.up_proj(x)))        # in place: one intermediate fewer
         gate, up = self.gate_up_proj(x)                          # column views of one product
-        return self.down_proj(F.silu(gate, inplace=True).mul_(up))
+        return self.down_proj(silu_mul(gate, up))                # in gate's columns (one kernel on CUDA)

@@ -76,3 +76,17 @@ def test_gated_norm_matches_the_module(dtype):
     x, gate = _rand(g, 6, 4, 32, dtype=dtype), _rand(g, 6, 4, 32, dtype=dtype)
     want = (norm.weight * norm.normalize(x).to(dtype) * torch.nn.functional.silu(gate.float())).to(dtype)
     _close(fused_norms.gated_rms_norm(x, gate, norm), want, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gated_norm_reads_a_gate_of_a_fused_projection_in_place(dtype):
+    """The gate as Gated-DeltaNet passes z: [T, heads, dim] columns of the fused input projection
+    (rows that do not merge with the heads), read at those strides, no copy."""
+    norm, g = _norm(GatedRMSNorm, 32, dtype, 6)
+    x = _rand(g, 6, 4, 32, dtype=dtype)
+    wide = _rand(g, 6, 40 + 4 * 32, dtype=dtype)
+    gate = wide[:, 40:].view(6, 4, 32)
+    with pytest.raises(RuntimeError):
+        gate.view(-1, 32)                                                  # the rows do not merge
+    want = (norm.weight * norm.normalize(x).to(dtype) * torch.nn.functional.silu(gate.float())).to(dtype)
+    _close(fused_norms.gated_rms_norm(x, gate, norm), want, dtype)

@@ -4,7 +4,7 @@ one GEMM over one weight whose row blocks are the members' weights.
 - a group's outputs are its members' products (float32, within 1e-6 relative: the same dot
   products), as column views of one product; a member whose weight was replaced is fused again;
 - the models hold the groups the layers name (Gated-DeltaNet in_proj_qkv + in_proj_b +
-  in_proj_a, in_proj_z apart; attention q + k + v; MLP gate + up; the drafter's likewise), with
+  in_proj_a + in_proj_z; attention q + k + v; MLP gate + up; the drafter's likewise), with
   the same state_dict keys and values, and the same weight bytes (unique storages = parameter
   bytes = the planner's count) as unfused;
 - whole runs (chunked prefill, mixed batches, DFlash verification with state snapshots and
@@ -143,12 +143,12 @@ def test_models_hold_the_groups_their_layers_name(models):
     groups = _member_names(target)
     for i, layer_type in enumerate(target.config.layer_types):
         p = f"model.layers.{i}."
-        mixer = ((p + "linear_attn.in_proj_qkv", p + "linear_attn.in_proj_b", p + "linear_attn.in_proj_a")
+        mixer = ((p + "linear_attn.in_proj_qkv", p + "linear_attn.in_proj_b", p + "linear_attn.in_proj_a",
+                  p + "linear_attn.in_proj_z")
                  if layer_type == "linear_attention" else
                  (p + "self_attn.q_proj", p + "self_attn.k_proj", p + "self_attn.v_proj"))
         assert mixer in groups and (p + "mlp.gate_proj", p + "mlp.up_proj") in groups
     assert len(groups) == 2 * target.config.num_hidden_layers
-    assert not any(n.endswith("in_proj_z") for g in groups for n in g)  # projected late, on its own
     draft_groups = _member_names(drafter)
     for i in range(drafter.config.num_hidden_layers):
         p = f"layers.{i}."
@@ -236,7 +236,7 @@ def _generate(target_dir, draft_dir, fused: bool, enforce_eager: bool, max_fused
     for model in (llm.engine.target, llm.engine.drafter):
         set_fused(model, fused)
         for m in model.modules():
-            if isinstance(m, SwiGLUMLP) and max_fused_rows is not None:
+            if isinstance(m, (SwiGLUMLP, GatedDeltaNet)) and max_fused_rows is not None:
                 m.max_fused_rows = max_fused_rows
         model.register_forward_hook(
             lambda _m, _a, out: hidden.append((out[0] if isinstance(out, tuple) else out).clone()))
@@ -248,8 +248,8 @@ def _generate(target_dir, draft_dir, fused: bool, enforce_eager: bool, max_fused
 
 @pytest.mark.parametrize("enforce_eager,max_fused_rows", [(True, None), (False, 32)])
 def test_fused_runs_give_the_unfused_tokens_and_hidden_states(tiny_checkpoints, enforce_eager, max_fused_rows):
-    """max_fused_rows 32: prefill chunks (up to 96 rows) take the MLP's two-GEMM branch, the
-    20-row verification steps the fused one."""
+    """max_fused_rows 32: prefill chunks (up to 96 rows) take the MLP's two-GEMM branch and
+    Gated-DeltaNet's z after the kernels, the 20-row verification steps the one-GEMM branches."""
     fused = _generate(*tiny_checkpoints, True, enforce_eager, max_fused_rows)
     unfused = _generate(*tiny_checkpoints, False, enforce_eager, max_fused_rows)
     assert fused[0] == unfused[0]
