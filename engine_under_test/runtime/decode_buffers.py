@@ -32,6 +32,7 @@ class MetaBuffers:
         self._defaults = np.zeros(total, dtype=np.int64)
         for name, value in defaults.items():
             self._slice(self._defaults, name)[...] = value
+        self._host_views = {name: self._slice(self._host, name) for name in self.shapes}   # made once
 
     def _slice(self, flat: np.ndarray, name: str) -> np.ndarray:
         start = self.offsets[name]
@@ -43,8 +44,7 @@ class MetaBuffers:
 
     def fill(self, values: dict[str, np.ndarray]) -> None:
         np.copyto(self._host, self._defaults)
+        views = self._host_views
         for name, array in values.items():
-            target = self._slice(self._host, name)
-            rows = array.shape[0]
-            target[:rows] = array
+            views[name][:array.shape[0]] = array
         self.device_buffer.copy_(self.host_buffer, non_blocking=True)

@@ -37,6 +37,8 @@ mixed steps, the CPU and `enforce_eager`.
 
 from __future__ import annotations
 
+from itertools import chain
+
 import numpy as np
 import torch
 
@@ -220,29 +222,26 @@ class DecodeGraphs:
         return True
 
     def _fill_target(self, reqs) -> None:
-        L, W, bs = self.L, self.W, self.bs
-        nc = np.array([sr.num_computed_tokens for sr in reqs], dtype=np.int64)
+        L, W, bs, n = self.L, self.W, self.bs, len(reqs)
+        nc = np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n)
         pos = nc[:, None] + np.arange(L)
-        vals = {"ids": np.array([max(t, 0) for sr in reqs for t in sr.token_ids], dtype=np.int64),
-                "pos": pos.reshape(-1), "seq_lens": nc + L}
+        ids = np.fromiter(chain.from_iterable(sr.token_ids for sr in reqs), dtype=np.int64, count=n * L)
+        vals = {"ids": np.maximum(ids, 0), "pos": pos.reshape(-1), "seq_lens": nc + L}
         if self.runner.drafter is not None:
             vals["drafts"] = np.array([sr.spec_token_ids for sr in reqs], dtype=np.int64)
-            vals["capacity_tokens"] = np.array([min(len(t) for t in sr.block_ids.values()) * bs for sr in reqs],
-                                               dtype=np.int64)
-        rows = np.arange(len(reqs))[:, None]
+            vals["capacity_tokens"] = np.fromiter((min(map(len, sr.block_ids.values())) * bs for sr in reqs),
+                                                  dtype=np.int64, count=n)
+        rows = np.arange(n)[:, None]
         for g in self.attn_gids:
-            table = np.zeros((len(reqs), W), dtype=np.int64)
-            for b, sr in enumerate(reqs):
-                table[b, :len(sr.block_ids[g])] = sr.block_ids[g]
+            table = np.array([t + (0,) * (W - len(t)) for t in (sr.block_ids[g] for sr in reqs)], dtype=np.int64)
             vals[f"table{g}"] = table
             vals[f"blk{g}"] = table[rows, pos // bs].reshape(-1)
             vals[f"row{g}"] = (pos % bs).reshape(-1)
+        first = np.fromiter((self.runner.state_index(sr) for sr in reqs), dtype=np.int64, count=n)
+        fresh, save = (nc == 0).astype(np.int64), np.ones((n, L), dtype=np.int64)
         for s in self.state_gids:
             slots = np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64)
-            first = np.array([self.runner.state_index(sr) for sr in reqs], dtype=np.int64)
-            vals |= {f"src{s}": slots[np.arange(len(reqs)), first], f"fresh{s}": (nc == 0).astype(np.int64),
-                     f"dst{s}": slots,
-                     f"save{s}": np.ones((len(reqs), L), dtype=np.int64)}
+            vals |= {f"src{s}": slots[np.arange(n), first], f"fresh{s}": fresh, f"dst{s}": slots, f"save{s}": save}
         self.meta.fill(vals)
 
     def _fill_draft(self, reqs, sampled: dict[str, list[int]], accepted: dict[str, int]) -> list[int]:

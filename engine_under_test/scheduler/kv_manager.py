@@ -82,7 +82,7 @@ class KVCacheManager:
         for t in self.tables.values():
             if isinstance(t, AlignStateTable):
                 t.allocate(rid, num_slot, num_main, self.allocator, **chunk)
-            else:
+            else:                                   # NOTE: allocates only when the table grows
                 t.allocate(rid, num_slot, num_main, self.allocator)
         return self.blocks_of(rid)
 

@@ -47,7 +47,9 @@ class AttentionTable:
 
     def allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int, allocator: BlockAllocator) -> None:
         table = self._tables.setdefault(request_id, [])
-        table.extend(allocator.allocate(self.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens)))
+        n = self.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens)
+        if n:
+            table.extend(allocator.allocate(n))
 
     def block_ids(self, request_id: str) -> tuple[int, ...]:
         return tuple(self._tables.get(request_id, ()))

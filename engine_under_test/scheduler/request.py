@@ -58,3 +58,14 @@ class Request:
     @property
     def all_token_ids(self) -> list[int]:
         return self.prompt_token_ids + self.output_token_ids
+
+    def token_ids_between(self, start: int, stop: int, drafts: list[int] = ()) -> tuple[int, ...]:
+        """(all_token_ids + drafts)[start:stop], without building the whole sequence (a decode
+        step reads its last few tokens of a long one)."""
+        prompt, output = self.prompt_token_ids, self.output_token_ids
+        num_prompt, num_known = len(prompt), len(prompt) + len(output)
+        if 0 <= start <= stop and start >= num_prompt:
+            if stop <= num_known:
+                return tuple(output[start - num_prompt:stop - num_prompt])
+            return tuple(output[start - num_prompt:]) + tuple(drafts[max(start - num_known, 0):stop - num_known])
+        return tuple((self.all_token_ids + list(drafts))[start:stop])

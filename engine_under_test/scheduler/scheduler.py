@@ -223,21 +223,20 @@ class Scheduler:
 
         # Phase 3: the output, then advance num_computed_tokens (rejections roll it back later).
         scheduled: list[ScheduledRequest] = []
+        attention_gids, state_gids = self.layout.attention_group_ids, self.layout.state_group_ids
         for req in self.running:
             n = num_scheduled.get(req.request_id)
             if n is None:
                 continue
             drafts = spec.get(req.request_id, [])
             start = req.num_computed_tokens
-            seq = req.all_token_ids + drafts
-            held = self.kv.blocks_of(req.request_id)
+            held = self.kv.blocks_of(req.request_id)             # tuples per group
             after = start + n
             is_chunk = after < req.num_tokens + req.num_output_placeholders
             scheduled.append(ScheduledRequest(
                 req_id=req.request_id, num_computed_tokens=start, num_scheduled_tokens=n,
-                token_ids=tuple(seq[start:after]), spec_token_ids=tuple(drafts),
-                block_ids={g: tuple(held[g]) for g in self.layout.attention_group_ids},
-                state_block_ids={g: tuple(held[g]) for g in self.layout.state_group_ids},
+                token_ids=req.token_ids_between(start, after, drafts), spec_token_ids=tuple(drafts),
+                block_ids={g: held[g] for g in attention_gids}, state_block_ids={g: held[g] for g in state_gids},
                 is_prefill_chunk=is_chunk, is_new=req.request_id in new_ids))
             req.num_computed_tokens = after
             req.num_in_flight_tokens += n
