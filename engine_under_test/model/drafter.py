@@ -50,7 +50,7 @@ class DraftAttention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
         self.qkv_proj = LinearGroup(self.q_proj, self.k_proj, self.v_proj)
 
-    def write_kv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin, cache: LayerCache,
+    def write_context_kv(self, x: torch.Tensor, rope: RotaryEmbedding, cos_sin, cache: LayerCache,
                  slots: tuple[torch.Tensor, torch.Tensor]) -> None:
         """Context x [T, hidden] -> normed, roped k and v [T, Hkv, D] stored at the pool rows
         `slots` (fused: one GEMM over the k and v rows; unfused: one GEMM each, the reference)."""
@@ -109,7 +109,7 @@ class DFlashDrafter(nn.Module):
         cos_sin = self.rope.cos_sin(positions, ctx.dtype)
         for i, layer in enumerate(self.layers):
             cache = kv_caches[draft_layer_name(i)]
-            layer.self_attn.write_kv(ctx, self.rope, cos_sin, cache, slots[cache.group_id])
+            layer.self_attn.write_context_kv(ctx, self.rope, cos_sin, cache, slots[cache.group_id])
 
     @torch.inference_mode()
     def forward(self, query_ids: torch.Tensor, batch: ForwardBatch,

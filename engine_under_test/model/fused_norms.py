@@ -9,8 +9,8 @@
 a `norm.RMSNorm` (x / rms(x) rounded to x's dtype, times w). One program per row; the row is
 reduced in float32. `rms_norm` reads a [T, heads, dim] x at its two row strides, so per-head
 columns of a fused projection (q_norm, k_norm) are not copied first; `gated_rms_norm` reads its
-gate the same way (Gated-DeltaNet's z, a column view of the fused input projection). Off CUDA (or without
-Triton) each is the modules' own torch code, so the CPU reference path is unchanged.
+gate the same way (Gated-DeltaNet's z, a column view of the fused input projection). Off CUDA
+(or without Triton) each is the modules' own torch code, so the CPU reference path is unchanged.
 """
 
 from __future__ import annotations

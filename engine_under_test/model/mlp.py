@@ -4,10 +4,10 @@ gate_proj and up_proj are the row blocks [gate_proj; up_proj] of one weight (`se
 fused_linear.LinearGroup). Up to `max_fused_rows` rows (decode and verify steps, where the
 GEMMs are bound by reading the weight) they are one GEMM and gate, up are column views of its
 [T, 2 I] product; SiLU and the product are taken in place in the gate's columns (one kernel on
-CUDA, fused_gates.silu_mul), so the product lives through down_proj whole. Above it (prefill chunks) they are two GEMMs over the same rows,
-as before fusion: up's product dies at the multiplication, and the peak stays the activation
-plan's (memory.planner.activation_bytes: 2 I + 2 hidden per token; the fused product would add
-T x hidden during down_proj).
+CUDA, fused_gates.silu_mul), so the product lives through down_proj whole. Above it (prefill
+chunks) they are two GEMMs over the same rows, as before fusion: up's product dies at the
+multiplication, and the peak stays the activation plan's (memory.planner.activation_bytes:
+2 I + 2 hidden per token; the fused product would add T x hidden during down_proj).
 """
 
 from __future__ import annotations
