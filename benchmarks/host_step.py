@@ -1,0 +1,104 @@
+"""The host's share of a captured decode step, on any machine (not a test; prints figures).
+
+    python benchmarks/host_step.py                    # tiny shapes, k = 8, c = 1, 8, 32
+    python benchmarks/host_step.py --profile 32       # and a cProfile of 100 steps at c = 32
+
+A graph step on a GPU is the device's replays plus the host's work around them (the scheduler,
+the buffers' fill, the one read and its unpacking, the scheduler's update, the outputs), and
+nothing overlaps the two yet, so every microsecond here is one of the step's. This runs the same
+engine step on the CPU with the captured bodies (target, verify, drafter) replaced by nothing
+after the requests reached decode: what is left is the host's work, at the prompt length of the
+GPU benchmarks (1024 tokens) so per-request costs that grow with the sequence show. The result
+buffer keeps the last real step's values, so every timed step accepts and drafts as that one did.
+Medians of `--steps` steps; this host's figures are a few times the H200 host's, so compare
+versions as ratios measured on one machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+
+
+def _engine(args, c: int):
+    models = ROOT / "conformance" / "models"
+    spec = {"method": "dflash", "model": str(models / "tiny-dflash"), "num_speculative_tokens": args.k}
+    llm = LLM(models / "tiny-hybrid", spec, max_num_seqs=max(args.concurrency), max_model_len=4096,
+              max_num_batched_tokens=8192, kv_cache_memory_bytes=1024 * 2**20, seed=0, load_format="dummy",
+              enforce_eager=False)
+    eng = llm.engine
+    rng = random.Random(c)
+    for i in range(c):
+        eng.add_request(f"h{c}-{i}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
+                        SamplingParams(max_tokens=3000, temperature=0, ignore_eos=True))
+    sched = eng.scheduler
+    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
+        eng.step()
+    for _ in range(2):
+        eng.step()
+    graphs = eng.runner.graphs
+    if graphs is None:
+        raise SystemExit("host_step: no captured decode path (enforce_eager?)")
+    graphs._target_body = lambda B: None                  # the device's work, gone
+    graphs._verify_body = lambda B: None
+    graphs._draft_body = lambda B, aux: None
+    return eng
+
+
+def _timed_steps(eng, num_steps: int) -> list[float]:
+    """Wall time of each step; fails unless every step ran the captured path for every request."""
+    graphs, counted = eng.runner.graphs, []
+    run = graphs._execute_one_sync
+    graphs._execute_one_sync = lambda reqs, result: (counted.append(len(reqs)), run(reqs, result))[1]
+    times = []
+    for _ in range(num_steps):
+        t0 = time.perf_counter()
+        eng.step()
+        times.append(time.perf_counter() - t0)
+    graphs._execute_one_sync = run
+    if len(counted) != num_steps or len(set(counted)) != 1:
+        raise SystemExit(f"host_step: {num_steps} steps, {len(counted)} on the captured one-sync path "
+                         f"(batch sizes {sorted(set(counted))})")
+    return times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--prompt-tokens", type=int, default=1024)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--profile", type=int, metavar="C", help="also print a cProfile of 100 steps at this concurrency")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    print(f"host-only decode step (tiny shapes, k = {args.k}, prompts of {args.prompt_tokens} tokens, "
+          f"median of {args.steps} steps)")
+    for c in args.concurrency:
+        eng = _engine(args, c)
+        _timed_steps(eng, 5)
+        times = _timed_steps(eng, args.steps)
+        med = sorted(times)[len(times) // 2]
+        print(f"  c={c:<3} {med * 1e6:8.1f} us a step, {med * 1e6 / c:6.1f} us a request", flush=True)
+        if args.profile == c:
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(100):
+                eng.step()
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+
+
+if __name__ == "__main__":
+    main()
