@@ -58,13 +58,9 @@ class KVCacheManager:
         return any(t.live_block_ids(request_id) for t in self.tables.values())
 
     def _num_to_allocate(self, request_id: str, num_slot_tokens: int, num_main_tokens: int, **chunk: int) -> int:
-        n = 0
-        for t in self.tables.values():
-            if isinstance(t, AlignStateTable):
-                n += t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens, **chunk)
-            else:
-                n += t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens)
-        return n
+        return sum(t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens, **chunk)
+                   if isinstance(t, AlignStateTable) else t.num_blocks_to_allocate(request_id, num_slot_tokens, num_main_tokens)
+                   for t in self.tables.values())
 
     def allocate_slots(self, req: Request, num_new_tokens: int, num_lookahead_tokens: int,
                        admission: bool = False) -> dict[int, tuple[int, ...]] | None:

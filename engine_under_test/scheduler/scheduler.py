@@ -138,7 +138,6 @@ class Scheduler:
         new_ids: set[str] = set()
         preempted: list[Request] = []
         scheduled_running: list[Request] = []
-        held: dict[str, dict[int, tuple[int, ...]]] = {}     # each scheduled request's blocks, per group
         prefill_scheduled = False
 
         # Phase 1: RUNNING requests, in order.
@@ -160,9 +159,7 @@ class Scheduler:
                 i += 1
                 continue
             while True:
-                blocks = self.kv.allocate_slots(req, n, b.lookahead_tokens)
-                if blocks is not None:
-                    held[req.request_id] = blocks
+                if self.kv.allocate_slots(req, n, b.lookahead_tokens) is not None:
                     break
                 victim = self.running.pop()
                 if victim in scheduled_running:
@@ -212,10 +209,8 @@ class Scheduler:
                         break
                     if pad and n != 1 + k:
                         n, pad = 1, False
-                blocks = self.kv.allocate_slots(req, n, b.lookahead_tokens, admission=True)
-                if blocks is None:
+                if self.kv.allocate_slots(req, n, b.lookahead_tokens, admission=True) is None:
                     break
-                held[req.request_id] = blocks
                 self.waiting.popleft()
                 self.running.append(req)
                 new_ids.add(req.request_id)
@@ -235,14 +230,13 @@ class Scheduler:
                 continue
             drafts = spec.get(req.request_id, [])
             start = req.num_computed_tokens
-            # NOTE: what allocate_slots returned: later allocations and preemptions only touch other requests
-            blocks = held[req.request_id]
+            held = self.kv.blocks_of(req.request_id)             # tuples per group
             after = start + n
             is_chunk = after < req.num_tokens + req.num_output_placeholders
             scheduled.append(ScheduledRequest(
                 req_id=req.request_id, num_computed_tokens=start, num_scheduled_tokens=n,
                 token_ids=req.token_ids_between(start, after, drafts), spec_token_ids=tuple(drafts),
-                block_ids={g: blocks[g] for g in attention_gids}, state_block_ids={g: blocks[g] for g in state_gids},
+                block_ids={g: held[g] for g in attention_gids}, state_block_ids={g: held[g] for g in state_gids},
                 is_prefill_chunk=is_chunk, is_new=req.request_id in new_ids))
             req.num_computed_tokens = after
             req.num_in_flight_tokens += n
