@@ -61,7 +61,12 @@ def _timed_steps(eng, num_steps: int) -> list[float]:
     """Wall time of each step; fails unless every step ran the captured path for every request."""
     graphs, counted = eng.runner.graphs, []
     run = graphs._execute_one_sync
-    graphs._execute_one_sync = lambda reqs, result: (counted.append(len(reqs)), run(reqs, result))[1]
+
+    def counting(reqs, result):
+        counted.append(len(reqs))
+        return run(reqs, result)
+
+    graphs._execute_one_sync = counting
     times = []
     for _ in range(num_steps):
         t0 = time.perf_counter()
