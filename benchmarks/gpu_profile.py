@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import sys
 import time
 from collections import defaultdict
@@ -31,7 +30,8 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+from benchmarks.decode_requests import to_decode  # noqa: E402
+from engine_under_test.llm import LLM  # noqa: E402
 from engine_under_test.model.fused_linear import set_fused  # noqa: E402
 from engine_under_test.runtime.decode_graphs import capture_sizes  # noqa: E402
 
@@ -42,18 +42,6 @@ def _build(args) -> LLM:
     return LLM(models / "qwen35-2b-shaped", spec, max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
                max_num_batched_tokens=args.max_num_batched_tokens, device="cuda", dtype="bfloat16",
                load_format="dummy", seed=0, kv_cache_memory_bytes=args.pool_bytes)
-
-
-def _to_decode(eng, c: int, args) -> None:
-    rng = random.Random(c)
-    for i in range(c):
-        eng.add_request(f"p{c}-{i}-{time.perf_counter_ns()}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
-                        SamplingParams(max_tokens=4000, temperature=0, ignore_eos=True))
-    sched = eng.scheduler
-    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        eng.step()
-    for _ in range(3):
-        eng.step()
 
 
 def _split(eng, steps: int) -> dict[str, float]:
@@ -226,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     print("memory after build and capture: " + ", ".join(f"{k} {v}" for k, v in mem.items()))
     report = {"memory_after_build": mem}
     for c in args.concurrency:
-        _to_decode(eng, c, args)
+        to_decode(eng, c, args.prompt_tokens, max_tokens=4000, extra_steps=3)
         split = _split(eng, args.steps)
         dev = _graph_device_ms(eng, c, args.steps)
         graph_kernels = _graph_kernels(eng, c, 5, args.out / f"graph_trace_c{c}.json")

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import random
 import sys
 import time
 from pathlib import Path
@@ -29,7 +28,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+from benchmarks.decode_requests import to_decode  # noqa: E402
+from engine_under_test.llm import LLM  # noqa: E402
 
 
 def _engine(args, c: int):
@@ -39,15 +39,7 @@ def _engine(args, c: int):
               max_num_batched_tokens=8192, kv_cache_memory_bytes=1024 * 2**20, seed=0, load_format="dummy",
               enforce_eager=False)
     eng = llm.engine
-    rng = random.Random(c)
-    for i in range(c):
-        eng.add_request(f"h{c}-{i}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
-                        SamplingParams(max_tokens=3000, temperature=0, ignore_eos=True))
-    sched = eng.scheduler
-    while sched.waiting or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running):
-        eng.step()
-    for _ in range(2):
-        eng.step()
+    to_decode(eng, c, args.prompt_tokens, max_tokens=3000, extra_steps=2)
     graphs = eng.runner.graphs
     if graphs is None:
         raise SystemExit("host_step: no captured decode path (enforce_eager?)")

@@ -233,7 +233,7 @@ class DecodeGraphs:
                                                   dtype=np.int64, count=n)
         rows = np.arange(n)[:, None]
         for g in self.attn_gids:
-            table = np.array([t + (0,) * (W - len(t)) for t in (sr.block_ids[g] for sr in reqs)], dtype=np.int64)
+            table = np.array([[*t, *[0] * (W - len(t))] for t in (sr.block_ids[g] for sr in reqs)], dtype=np.int64)
             vals[f"table{g}"] = table
             vals[f"blk{g}"] = table[rows, pos // bs].reshape(-1)
             vals[f"row{g}"] = (pos % bs).reshape(-1)
