@@ -3,7 +3,7 @@
     python benchmarks/gpu_profile.py --out DIR        # one H200: 2b shapes, bf16, k=8
 
 For each concurrency: (1) the step split on the host clock, with a device sync after each part
-(scheduler, target buffers + replay, then on the one-sync path the verify and drafter replays
+(scheduler, target buffers + replay, then on the one-sync path the verify, commit and drafter replays
 and the step's read; with --two-syncs the sampled-token read, verification, drafter buffers +
 replay, the drafts' read; the engine's bookkeeping); (2) the device time of each captured graph
 alone (CUDA events around replays, median); (3) the kernels the graphs replay, by name (the
@@ -71,6 +71,8 @@ def _split(eng, steps: int) -> dict[str, float]:
         gd.replay = timed("draft_replay", gd.replay)
     for gv in graphs.verify_graphs.values():
         gv.replay = timed("verify_replay", gv.replay)
+    for gc in graphs.commit_graphs.values():
+        gc.replay = timed("commit_replay", gc.replay)
     sched_orig = eng.scheduler.schedule
     eng.scheduler.schedule = timed("schedule", sched_orig)
     exe_orig = eng.runner.execute
@@ -89,6 +91,8 @@ def _split(eng, steps: int) -> dict[str, float]:
             del gt.replay, gd.replay
         for gv in graphs.verify_graphs.values():
             del gv.replay
+        for gc in graphs.commit_graphs.values():
+            del gc.replay
         eng.scheduler.schedule = sched_orig
         eng.runner.execute = exe_orig
     return {n: 1e3 * sorted(v)[len(v) // 2] for n, v in parts.items()}
@@ -99,7 +103,8 @@ def _graph_device_ms(eng, c: int, reps: int) -> dict[str, float]:
     B = next(s for s in graphs.sizes if s >= c)
     gt, gd = graphs.graphs[B]
     out = {}
-    for name, g in (("target_graph", gt), ("verify_graph", graphs.verify_graphs[B]), ("draft_graph", gd)):
+    for name, g in (("target_graph", gt), ("verify_graph", graphs.verify_graphs[B]),
+                    ("commit_graph", graphs.commit_graphs[B]), ("draft_graph", gd)):
         times = []
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -119,13 +124,14 @@ def _graph_kernels(eng, c: int, reps: int, trace_path: Path) -> list[dict]:
     graphs = eng.runner.graphs
     B = next(s for s in graphs.sizes if s >= c)
     gt, gd = graphs.graphs[B]
-    gv = graphs.verify_graphs[B]
-    gt.replay(), gv.replay(), gd.replay()
+    gv, gc = graphs.verify_graphs[B], graphs.commit_graphs[B]
+    gt.replay(), gv.replay(), gc.replay(), gd.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(reps):
             gt.replay()
             gv.replay()
+            gc.replay()
             gd.replay()
         torch.cuda.synchronize()
     prof.export_chrome_trace(str(trace_path))

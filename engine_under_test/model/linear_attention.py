@@ -25,7 +25,7 @@ gather the state, run the kernels and write the saved positions back.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -137,7 +137,9 @@ class GatedDeltaNet(nn.Module):
         `mixed`, `b_raw` and `a_raw` are column views of one projection (row stride conv_dim +
         2 Hv): the conv kernel takes x's row strides, and a and b share the one gate stride
         the snapshot kernel takes (a gathered group is a contiguous copy of each, stride Hv).
-        The slot tensors are converted to the kernels' index types once per pass."""
+        The slot tensors are converted to the kernels' index types once per pass. With
+        `slots.deferred` (a captured verify pass) no SSM state is written: the kernel keeps its
+        inputs and the layer records itself for the commit (model/deferred_states.py)."""
         from engine_under_test.model.gdn_conv_kernel import conv_snapshots
         from engine_under_test.model.gdn_snapshots import gdn_snapshots
 
@@ -150,9 +152,15 @@ class GatedDeltaNet(nn.Module):
         k = qkv[..., self.key_dim:2 * self.key_dim].unflatten(-1, (self.num_k_heads, self.head_k_dim))
         v = qkv[..., 2 * self.key_dim:].unflatten(-1, (self.num_v_heads, self.head_v_dim))
         whole = batch.covers_all(seqs, qlen)
+        keep = None
+        if slots.deferred is not None:      # no state written here: the commit writes the accepted one
+            keep = slots.deferred.keep(G, qlen, self.num_k_heads, self.head_k_dim, self.num_v_heads,
+                                       self.head_v_dim, qkv.dtype, qkv.device)
         o = gdn_snapshots(q, k, v, batch.gather(a_raw, seqs, qlen), batch.gather(b_raw, seqs, qlen), ssm_pool,
                           src, fresh, dst, save, gates=(self.A_log, self.dt_bias),
-                          out=core.view(G, qlen, self.num_v_heads, self.head_v_dim) if whole else None)
+                          out=core.view(G, qlen, self.num_v_heads, self.head_v_dim) if whole else None, keep=keep)
+        if keep is not None:
+            slots.deferred.record(keep, ssm_pool, src, fresh, dst)
         if not whole:
             batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim), seqs, qlen)
 
@@ -169,6 +177,9 @@ class StateSlots(NamedTuple):
     save_dst: torch.Tensor            # [S]
     dst_grid: torch.Tensor | None     # [G, L] destination per position (all_states only)
     save_grid: torch.Tensor | None    # [G, L] bool: the position is saved
+    # a captured verify pass: the snapshot kernels write no state, DeferredStates.commit writes
+    # the accepted one (model/deferred_states.py); the torch path ignores it and saves as above
+    deferred: Any = None
 
 
 def state_slots(batch: ForwardBatch, gid: int, seqs: list[int], qlen: int) -> StateSlots:

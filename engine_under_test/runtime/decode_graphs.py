@@ -2,7 +2,7 @@
 
 Contract: `DecodeGraphs(runner, sizes)` builds fixed buffers for the largest size;
 `capture()` records, for each size B (largest first, one shared memory pool), a target graph
-and, with a drafter, a verify graph and a drafter graph; `captured_bytes` is what capture added
+and, with a drafter, a verify graph, a commit graph and a drafter graph; `captured_bytes` is what capture added
 to the device allocator's reservation (the ledger's graph pool estimate must hold it).
 `can_run(reqs)` says whether a step is a uniform decode step the graphs run; `execute(...)`
 runs it and returns the same `StepResult` as the eager runner.
@@ -13,22 +13,25 @@ requests. The step:
 
     host: fill target buffers (one copy: inputs, drafts, block tables, capacities)
     replay target graph [B]: embed .. layers (pool in place, attention through the block table)
-          .. norm, logits of every row into a fixed buffer, argmax
+          .. norm, logits of every row into a fixed buffer, argmax; with a drafter the
+          Gated-DeltaNet layers write no recurrent state (model/deferred_states.py)
     one sync (every request greedy, the real drafter judged: `runs_one_sync`):
         replay verify graph [B] (runtime/device_verify.py): accepted m per sequence, the
               drafter's query block built on the device
+        replay commit graph [B]: each layer's state after position m into state slot m
         replay drafter graph [B]
         host: read argmax, m, drafting and drafts (one buffer: the step's one sync)
     two syncs (otherwise: sampling, an AcceptanceModel):
         host: read argmax (a sync), verify each request (eager's `verify`)
+        host: write m -> replay commit graph [B]
         host: fill drafter buffers (one copy) -> replay drafter graph [B]
         host: read the drafts
     drafter graph: context K/V of all L inputs, the query block [last token, mask x k], argmax
           of the k mask rows (the accepted state stays in its slot m: the next step reads it there)
 
-The three graphs of a size replay back to back with no host step between them on the one-sync
-path; the two-sync path replays the same target and drafter graphs and skips the verify graph
-(it holds no memory the drafter graph reads). Context rows past the accepted prefix are written
+The four graphs of a size replay back to back with no host step between them on the one-sync
+path; the two-sync path replays the same target, commit and drafter graphs and skips the verify
+graph (it holds no memory the drafter graph reads). Context rows past the accepted prefix are written
 too: they lie at positions p .. p + k - 1 of the query block, which overwrites them before any
 read. Padded sequences (B > real) and sequences with no room to draft read and write only the
 null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill,
@@ -42,6 +45,7 @@ from itertools import chain
 import numpy as np
 import torch
 
+from engine_under_test.model.deferred_states import DeferredStates
 from engine_under_test.model.drafter import draft_layer_name
 from engine_under_test.model.linear_attention import StateSlots
 from engine_under_test.model.static_batch import StaticBatch
@@ -76,6 +80,7 @@ class DecodeGraphs:
         self.backend: str | None = None
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}  # target, drafter
         self.verify_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}
+        self.commit_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}
         self.captured_bytes = 0            # the device allocator's reservation added by capture
         self.captured_device_bytes = 0     # device memory capture took, allocator or not (free bytes)
         self.device_bytes_by_size: dict[int, int] = {}   # cumulative, after each size's graphs
@@ -106,6 +111,8 @@ class DecodeGraphs:
         self.logits = torch.empty(Bm * max(L, k), vocab, dtype=dtype, device=dev)
         self.tokens = StepTokens(Bm, L, k, dev)          # every result of the step, one buffer
         self.argmax, self.draft_argmax = self.tokens.argmax, self.tokens.drafts
+        # the verify pass writes no recurrent state; the commit writes the accepted one
+        self.deferred = DeferredStates(Bm) if self.runner.drafter is not None else None
 
     # -- the captured bodies -----------------------------------------------------------------
     def _target_body(self, B: int) -> torch.Tensor | None:
@@ -115,11 +122,14 @@ class DecodeGraphs:
                             {g: (m.view(f"blk{g}")[:T], m.view(f"row{g}")[:T]) for g in self.attn_gids})
         seq = torch.arange(B, device=self.runner.device).repeat_interleave(L)
         pos = torch.arange(L, device=self.runner.device).repeat(B)
+        if self.deferred is not None:
+            self.deferred.begin()
         for s in self.state_gids:
             dst = m.view(f"dst{s}")[:B]
             batch.set_state_slots(s, StateSlots(
                 src=m.view(f"src{s}")[:B], fresh=m.view(f"fresh{s}")[:B] != 0, any_fresh=True, all_states=True,
-                save_seq=seq, save_pos=pos, save_dst=dst.reshape(-1), dst_grid=dst, save_grid=m.view(f"save{s}")[:B]))
+                save_seq=seq, save_pos=pos, save_dst=dst.reshape(-1), dst_grid=dst, save_grid=m.view(f"save{s}")[:B],
+                deferred=self.deferred))
         r = self.runner
         hidden, aux = r.target(m.view("ids")[:T], batch, r.kv, r.state, r.aux_layer_ids)
         torch.mm(hidden, r.target.lm_head.weight.t(), out=self.logits[:T])
@@ -141,6 +151,11 @@ class DecodeGraphs:
             self.dmeta.view(name)[:value.numel()].copy_(value.reshape(-1))
         self.tokens.accepted[:B].copy_(accepted)
         self.tokens.drafting[:B].copy_(drafting)
+
+    def _commit_body(self, B: int) -> None:
+        """The recurrent state after each sequence's accepted prefix, `tokens.accepted` [B], into
+        its slot (model/deferred_states.py; nothing for layers that saved every position)."""
+        self.deferred.commit(self.tokens.accepted[:B])
 
     def _draft_body(self, B: int, aux: torch.Tensor) -> None:
         r, m, d, k = self.runner, self.meta, self.dmeta, self.k
@@ -165,6 +180,7 @@ class DecodeGraphs:
             self.backend = self.runner.target.gdn_backend
             self.graphs = {B: (None, None) for B in self.sizes}
             self.verify_graphs = {B: None for B in self.sizes}
+            self.commit_graphs = {B: None for B in self.sizes}
             return
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()                     # what is cached but unused is not capture's
@@ -184,22 +200,27 @@ class DecodeGraphs:
                     aux = self._target_body(B)
                     if self.runner.drafter is not None:
                         self._verify_body(B)
+                        self._commit_body(B)
                         self._draft_body(B, aux)
             torch.cuda.current_stream(dev).wait_stream(side)
             del aux
             gt = torch.cuda.CUDAGraph()
             with torch.cuda.graph(gt, pool=pool):
                 aux = self._target_body(B)
-            gv = gd = None
-            if self.runner.drafter is not None:      # captured in replay order: target, verify, drafter
+            gv = gc = gd = None
+            if self.runner.drafter is not None:      # captured in replay order: target, verify, commit, drafter
                 gv = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(gv, pool=pool):
                     self._verify_body(B)
+                gc = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(gc, pool=pool):
+                    self._commit_body(B)
                 gd = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(gd, pool=pool):
                     self._draft_body(B, aux)
             self.graphs[B] = (gt, gd)
             self.verify_graphs[B] = gv
+            self.commit_graphs[B] = gc
             torch.cuda.synchronize(dev)
             self.device_bytes_by_size[B] = free_before - torch.cuda.mem_get_info(dev)[0]
         torch.cuda.empty_cache()
@@ -296,10 +317,12 @@ class DecodeGraphs:
         if graph_target is None:
             aux = self._target_body(B)
             self._verify_body(B)
+            self._commit_body(B)
             self._draft_body(B, aux)
         else:
             graph_target.replay()
             self.verify_graphs[B].replay()
+            self.commit_graphs[B].replay()
             graph_draft.replay()
         rows = self.tokens.read(n)                                  # the step's one sync
         sampled, drafts = unpack(rows, [sr.req_id for sr in reqs])
@@ -328,6 +351,12 @@ class DecodeGraphs:
             result.num_accepted_tokens += len(toks) - 1
         if self.runner.drafter is None:
             return result
+        m = torch.tensor([accepted[sr.req_id] for sr in reqs], dtype=torch.long)
+        self.tokens.accepted[:len(reqs)].copy_(m)                   # the commit's input
+        if self.commit_graphs[B] is None:
+            self._commit_body(B)
+        else:
+            self.commit_graphs[B].replay()
         drafting = self._fill_draft(reqs, result.sampled, accepted)
         if graph_draft is None:
             self._draft_body(B, aux)

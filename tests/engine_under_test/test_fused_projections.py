@@ -41,6 +41,7 @@ from engine_under_test.runtime.caches import layer_caches
 from engine_under_test.shapes import read_draft_shape, read_target_shape
 
 from conformance.paths import MODELS_DIR
+from tests.engine_under_test.triton_interpreter import interpret_snapshot_kernels
 
 PROJECTION_REL_ERR = 1e-6
 # Whole runs: the fused and the separate GEMMs round alike except the tiny in_proj_b / in_proj_a
@@ -320,34 +321,10 @@ class _Passes:
         return out
 
 
-class _InterpretedLibdevice:
-    """What the snapshot kernel takes from libdevice, for Triton's interpreter (which has none)."""
-
-    @staticmethod
-    def log1p(x):
-        import triton.language as tl
-
-        return tl.log(1.0 + x)
-
-
 def _interpret_kernels_on_cpu(monkeypatch) -> None:
-    """The snapshot kernels under Triton's interpreter on CPU tensors, taken for snapshotting
-    passes off CUDA too. Two gaps of the interpreter (Triton 3.6) are bridged for the test: a
-    runtime loop bound (`range(0, T)` calls int() on a 1-element array, an error since numpy
-    2.4) and libdevice (log1p as log(1 + x))."""
-    import numpy as np
-    from triton.runtime import interpreter
-
-    from engine_under_test.model import gdn_snapshots
-
-    patch_tensor = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(np.asarray(self.handle.data).reshape(-1)[0]))
-
-    monkeypatch.setattr(interpreter, "_patch_lang_tensor", patched)
-    monkeypatch.setattr(gdn_snapshots, "libdevice", _InterpretedLibdevice)
+    """The snapshot kernels under Triton's interpreter on CPU tensors (triton_interpreter.py),
+    taken for snapshotting passes off CUDA too."""
+    interpret_snapshot_kernels(monkeypatch)
     monkeypatch.setattr(GatedDeltaNet, "_snapshot_kernels",
                         lambda self, x, slots, backend: slots.all_states and backend == "fla" and self.kernel == 4)
 

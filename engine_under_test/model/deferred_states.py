@@ -1,0 +1,105 @@
+"""The recurrent-state writes of a captured verify pass, put off until the accepted length is known.
+
+A verify pass feeds L = 1 + k tokens per sequence; of the L states after them only the one
+after the accepted prefix (position m) is read again. A pass run with a `DeferredStates` in
+its state slots (linear_attention.StateSlots.deferred) writes no recurrent state: each
+Gated-DeltaNet layer on the snapshot kernels keeps its k, v and gates in a `KeptInputs` and
+records itself here; `commit(accepted)` then writes each layer's state after position m
+(model/gdn_snapshots.py `gdn_commit`). Layers off those kernels (the torch path: the CPU, other
+backends) save every position as before and record nothing, so `commit` has nothing to do for
+them.
+
+Contract: `begin()` at the start of every pass (forgets the previous pass's records);
+`keep(...)` returns the next layer's buffers, allocated once at `max_num_seqs` rows and reused
+by every later pass (fixed addresses: a CUDA graph captures them); `commit(accepted)` after
+the pass, on the same stream, with accepted [>= N] on the device. Buffers allocated while a
+graph is captured come from its pool; the capture warms up at the largest size first, so they
+are allocated outside it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+
+class KeptInputs:
+    """What a deferred verification pass keeps of one layer for `gdn_commit`: k [N, L, Hk, Dk]
+    and v [N, L, Hv, Dv] in the model dtype, as the kernel loaded them, and the gates g, beta
+    [N, L, Hv] in float32, as it computed them. `view(N)` is the first N sequences' rows."""
+
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor):
+        self.k, self.v, self.g, self.beta = k, v, g, beta
+
+    @classmethod
+    def empty(cls, num_seqs: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype,
+              device: torch.device) -> "KeptInputs":
+        return cls(torch.empty(num_seqs, L, H, K, dtype=dtype, device=device),
+                   torch.empty(num_seqs, L, HV, V, dtype=dtype, device=device),
+                   torch.empty(num_seqs, L, HV, dtype=torch.float32, device=device),
+                   torch.empty(num_seqs, L, HV, dtype=torch.float32, device=device))
+
+    def view(self, num_seqs: int) -> "KeptInputs":
+        return KeptInputs(*(x[:num_seqs] for x in (self.k, self.v, self.g, self.beta)))
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(x.numel() * x.element_size() for x in (self.k, self.v, self.g, self.beta))
+
+    def fits(self, N: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype) -> bool:
+        return (tuple(self.k.shape), tuple(self.v.shape), tuple(self.g.shape), self.k.dtype) == \
+            ((N, L, H, K), (N, L, HV, V), (N, L, HV), dtype)
+
+
+class _Pass(NamedTuple):
+    keep: KeptInputs
+    ssm_pool: torch.Tensor
+    src: torch.Tensor
+    fresh: torch.Tensor
+    dst: torch.Tensor
+
+
+class DeferredStates:
+    def __init__(self, max_num_seqs: int):
+        self.max_num_seqs = max_num_seqs
+        self._buffers: list[KeptInputs] = []
+        self._passes: list[_Pass] = []
+
+    def begin(self) -> None:
+        self._passes = []
+
+    @property
+    def num_layers(self) -> int:
+        """Layers the last pass deferred."""
+        return len(self._passes)
+
+    @property
+    def num_bytes(self) -> int:
+        return sum(b.num_bytes for b in self._buffers)
+
+    def keep(self, N: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype,
+             device: torch.device) -> KeptInputs:
+        if N > self.max_num_seqs:
+            raise ValueError(f"deferred states: a pass of {N} sequences, buffers for {self.max_num_seqs}")
+        i = len(self._passes)
+        if i == len(self._buffers):
+            self._buffers.append(KeptInputs.empty(self.max_num_seqs, L, H, K, HV, V, dtype, device))
+        buf = self._buffers[i]
+        if not buf.fits(self.max_num_seqs, L, H, K, HV, V, dtype):
+            raise ValueError(f"deferred states: layer {i} of this pass does not fit the buffers of the first "
+                             f"(k {tuple(buf.k.shape[1:])} {buf.k.dtype}, v {tuple(buf.v.shape[1:])})")
+        return buf.view(N)
+
+    def record(self, keep: KeptInputs, ssm_pool: torch.Tensor, src: torch.Tensor, fresh: torch.Tensor,
+               dst: torch.Tensor) -> None:
+        self._passes.append(_Pass(keep, ssm_pool, src, fresh, dst))
+
+    def commit(self, accepted: torch.Tensor) -> None:
+        """Write every deferred layer's state after position accepted[n] (n < the pass's N)."""
+        if not self._passes:
+            return
+        from engine_under_test.model.gdn_snapshots import gdn_commit
+
+        for p in self._passes:
+            gdn_commit(p.keep, p.ssm_pool, p.src, p.fresh, p.dst, accepted[:p.keep.k.shape[0]])
