@@ -16,11 +16,21 @@ One `step()` = scheduler.schedule() -> runner.execute() (target forward on the p
 state rollback, drafting) -> scheduler.update_from_output(sampled tokens) ->
 scheduler.update_draft_token_ids(drafts). Memory: the planner's pool is allocated once, in
 the constructor, before weights; nothing cache-like is allocated afterwards.
+
+Pipelined (`async_scheduling` with captured decode steps, greedy, the real drafter judged): a
+one-sync decode step is launched and `step()` returns [] at once; every later call plans step
+n + 1 while step n runs on the device, launches it behind n (its inputs derived on the device
+from n's results: runtime/chained_inputs.py), and only then reads n and returns n's outputs.
+So the host's scheduling, buffer fill and bookkeeping overlap the device's work. Anything that
+is not the same decode step again (a waiting request, a request at max_model_len, an abort)
+ends the pipeline for a step: n is read first and the next step runs as a synchronous one.
+A request that finishes in step n has run once more in step n + 1; that step's results for it
+are dropped, as vLLM's async scheduler drops them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -28,6 +38,7 @@ from engine_under_test.acceptance import AcceptanceModel
 from engine_under_test.config import EngineConfig
 from engine_under_test.engine_plan import EnginePlan, build_plan, make_scheduler
 from engine_under_test.model.weights import load_drafter, load_target
+from engine_under_test.runtime.chained_inputs import host_resolved
 from engine_under_test.runtime.decode_graphs import GRAPH_BACKENDS
 from engine_under_test.runtime.runner import ModelRunner
 from engine_under_test.sampling_params import SamplingParams
@@ -119,6 +130,7 @@ class LLMEngine:
         self._prompts: dict[str, list[int]] = {}
         self._generators: dict[str, torch.Generator] = {}
         self._num_added = 0
+        self._in_flight = None     # (SchedulerOutput, runner's launched step): pipelined, not yet read
         self._stats = EngineStats(pool_num_blocks=self.plan.memory.layout.num_blocks,
                                   pool_bytes=self.plan.memory.layout.total_bytes)
 
@@ -141,7 +153,7 @@ class LLMEngine:
         self._num_added += 1
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        return self.scheduler.has_unfinished_requests() or self._in_flight is not None
 
     def abort_request(self, request_id: str) -> RequestOutput | None:
         """Drop a request wherever it is; returns its final output, or None if it is unknown or done."""
@@ -165,13 +177,68 @@ class LLMEngine:
 
     # -- the step ---------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        """One step's outputs. With async scheduling and captured decode steps the engine is
+        pipelined: a step launched on the device returns nothing yet; the next call plans and
+        launches the following step behind it, then reads it and returns its outputs."""
+        if self._in_flight is not None:
+            return self._step_pipelined()
         sched = self.scheduler
         out = sched.schedule()
-        before = {sr.req_id: sched.requests[sr.req_id].num_output_tokens for sr in out.scheduled}
+        if self.cfg.async_scheduling and self.runner.can_pipeline:
+            launched = self.runner.launch(out, self._params, self.acceptance)
+            if launched is not None:
+                self._in_flight = (out, launched)
+                return []
         result = self.runner.execute(out, self._params, self._generators, self.acceptance)
+        return self._apply(out, result)
+
+    def _step_pipelined(self) -> list[RequestOutput]:
+        """Plan step n + 1 while step n runs and launch it behind n when it can run on n's
+        results on the device; then read n (the one sync) and apply it. A planned step that
+        cannot be launched so is run after n, its inputs resolved on the host."""
+        prev_out, prev = self._in_flight
+        self._in_flight = None
+        planned = None
+        if self._can_plan_ahead(prev_out):
+            out = self.scheduler.schedule()
+            planned = (out, self.runner.launch(out, self._params, self.acceptance, prev=prev))
+        result = self.runner.collect(prev)
+        ahead = {sr.req_id for sr in planned[0].scheduled} if planned else set()
+        outputs = self._apply(prev_out, result, drafts_consumed=ahead)
+        if planned is not None:
+            out, launched = planned
+            if launched is not None:
+                self._in_flight = (out, launched)
+            else:                          # requests that finished in n (or were aborted) are left out
+                out = host_resolved(out, result.sampled, result.drafts, set(result.sampled), self.runner.k)
+                live = tuple(sr for sr in out.scheduled if not self.scheduler.requests[sr.req_id].status.is_finished)
+                out = replace(out, scheduled=live)
+                outputs += self._apply(out, self.runner.execute(out, self._params, self._generators, self.acceptance))
+        return outputs
+
+    def _can_plan_ahead(self, prev_out) -> bool:
+        """Step n + 1 is planned before n's results only when it will be the same decode step
+        again: nothing waiting, every running request ran in n, and each has room for 1 + k
+        more inputs before max_model_len."""
+        sched = self.scheduler
+        if sched.waiting:
+            return False
+        ran = {sr.req_id for sr in prev_out.scheduled}
+        room = self.cfg.max_model_len - (self.runner.k + 2)
+        return len(sched.running) == len(ran) and all(
+            r.request_id in ran and r.num_computed_tokens <= room for r in sched.running)
+
+    def _apply(self, out, result, drafts_consumed: set[str] = frozenset()) -> list[RequestOutput]:
+        """Hand a step's results to the scheduler and build its outputs. `drafts_consumed`: the
+        requests whose drafts the next step, already launched, took on the device."""
+        sched = self.scheduler
+        before = {}
+        for sr in out.scheduled:
+            req = sched.requests[sr.req_id]
+            before[sr.req_id] = (req.num_output_tokens, req.status.is_finished)
         sched.update_from_output(out, result.sampled)
         live = {rid: d for rid, d in result.drafts.items()
-                if not sched.requests[rid].status.is_finished}
+                if rid not in drafts_consumed and not sched.requests[rid].status.is_finished}
         if live:
             sched.update_draft_token_ids(live)
         s = self._stats
@@ -182,8 +249,11 @@ class LLMEngine:
         s.num_preemptions += len(out.preempted_req_ids)
         outputs = []
         for sr in out.scheduled:
+            num_before, was_finished = before[sr.req_id]
+            if was_finished:               # finished (or aborted) while this step was in flight: reported then
+                continue
             req = sched.requests[sr.req_id]
-            new = req.output_token_ids[before[sr.req_id]:]
+            new = req.output_token_ids[num_before:]
             s.num_generated_tokens += len(new)
             finished = req.status.is_finished
             reason = None

@@ -54,7 +54,8 @@ class LLM:
                  kv_cache_memory_bytes: int | None = None, gpu_memory_utilization: float | None = None,
                  device: str = "cpu", dtype: str | None = None, load_format: str = "safetensors",
                  seed: int = 0, acceptance: dict | None = None, kv_cache_dtype: str | None = None,
-                 mamba_ssm_cache_dtype: str = "float32", enforce_eager: bool | None = None):
+                 mamba_ssm_cache_dtype: str = "float32", enforce_eager: bool | None = None,
+                 async_scheduling: bool = False):
         spec = None
         if speculative_config is not None:
             unknown = set(speculative_config) - {"method", "model", "num_speculative_tokens", "rejection_sample_method",
@@ -77,7 +78,7 @@ class LLM:
             device_memory_bytes=_device_memory_bytes(device) if gpu_memory_utilization is not None else None,
             kv_cache_dtype=kv_cache_dtype or (default_dtype or "bfloat16"),
             mamba_cache_dtype=default_dtype or "auto", mamba_ssm_cache_dtype=mamba_ssm_cache_dtype, device=device,
-            enforce_eager=enforce_eager)
+            enforce_eager=enforce_eager, async_scheduling=async_scheduling)
         self.engine = LLMEngine(cfg, acceptance=acceptance, seed=seed, load_format=load_format, dtype=default_dtype)
 
     def generate(self, prompts: list, sampling_params: SamplingParams | list[SamplingParams] | None = None

@@ -49,8 +49,9 @@ from engine_under_test.model.deferred_states import DeferredStates
 from engine_under_test.model.drafter import draft_layer_name
 from engine_under_test.model.linear_attention import StateSlots
 from engine_under_test.model.static_batch import StaticBatch
+from engine_under_test.runtime.chained_inputs import chain_inputs
 from engine_under_test.runtime.decode_buffers import MetaBuffers
-from engine_under_test.runtime.device_verify import StepTokens, accepted_lengths, draft_query, unpack
+from engine_under_test.runtime.device_verify import PendingRead, StepTokens, accepted_lengths, draft_query, unpack
 from engine_under_test.runtime.verify import verify
 
 GRAPH_BACKENDS = ("fla", "torch")
@@ -81,6 +82,8 @@ class DecodeGraphs:
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, torch.cuda.CUDAGraph | None]] = {}  # target, drafter
         self.verify_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}
         self.commit_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}
+        self.chain_graphs: dict[int, torch.cuda.CUDAGraph | None] = {}   # a pipelined step's inputs
+        self.num_chained_steps = 0         # steps launched behind the previous one (`launch`)
         self.captured_bytes = 0            # the device allocator's reservation added by capture
         self.captured_device_bytes = 0     # device memory capture took, allocator or not (free bytes)
         self.device_bytes_by_size: dict[int, int] = {}   # cumulative, after each size's graphs
@@ -91,8 +94,8 @@ class DecodeGraphs:
     def _alloc(self) -> None:
         Bm, L, W, k = max(self.sizes), self.L, self.W, self.k
         dev = self.runner.device
-        f = {"ids": (Bm * L,), "pos": (Bm * L,), "seq_lens": (Bm,)}
-        defaults = {"seq_lens": 1, **{f"fresh{s}": 1 for s in self.state_gids}}
+        f = {"ids": (Bm * L,), "pos": (Bm * L,), "seq_lens": (Bm,), "prev_row": (Bm,), "nc_opt": (Bm,)}
+        defaults = {"seq_lens": 1, "prev_row": -1, **{f"fresh{s}": 1 for s in self.state_gids}}
         if self.runner.drafter is not None:    # the one-sync path's inputs (padding: no drafts, no room)
             f |= {"drafts": (Bm, k), "capacity_tokens": (Bm,)}
             defaults["drafts"] = -1
@@ -157,6 +160,20 @@ class DecodeGraphs:
         its slot (model/deferred_states.py; nothing for layers that saved every position)."""
         self.deferred.commit(self.tokens.accepted[:B])
 
+    def _chain_body(self, B: int) -> None:
+        """A pipelined step's inputs from the previous step's results, still in `tokens`
+        (runtime/chained_inputs.py): rows with prev_row >= 0 get their ids, positions, KV
+        (block, row), sequence length, drafts and state source; the others keep the host's."""
+        m, L, k = self.meta, self.L, self.k
+        valid, vals = chain_inputs(self.tokens.argmax, self.tokens.accepted, self.tokens.drafting, self.tokens.drafts,
+                                   m.view("prev_row")[:B], m.view("nc_opt")[:B],
+                                   {g: m.view(f"table{g}")[:B] for g in self.attn_gids},
+                                   {s: m.view(f"dst{s}")[:B] for s in self.state_gids}, k, self.bs)
+        for name, value in vals.items():
+            flat = m.view(name).reshape(-1)[:value.numel()]
+            keep = valid.view(B, *[1] * (value.dim() - 1)).expand_as(value).reshape(-1)
+            flat.copy_(torch.where(keep, value.reshape(-1), flat))
+
     def _draft_body(self, B: int, aux: torch.Tensor) -> None:
         r, m, d, k = self.runner, self.meta, self.dmeta, self.k
         T, Q = B * self.L, B * (k + 1)
@@ -181,6 +198,7 @@ class DecodeGraphs:
             self.graphs = {B: (None, None) for B in self.sizes}
             self.verify_graphs = {B: None for B in self.sizes}
             self.commit_graphs = {B: None for B in self.sizes}
+            self.chain_graphs = {B: None for B in self.sizes}
             return
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()                     # what is cached but unused is not capture's
@@ -199,6 +217,7 @@ class DecodeGraphs:
                 for _ in range(2):
                     aux = self._target_body(B)
                     if self.runner.drafter is not None:
+                        self._chain_body(B)
                         self._verify_body(B)
                         self._commit_body(B)
                         self._draft_body(B, aux)
@@ -207,8 +226,11 @@ class DecodeGraphs:
             gt = torch.cuda.CUDAGraph()
             with torch.cuda.graph(gt, pool=pool):
                 aux = self._target_body(B)
-            gv = gc = gd = None
+            gv = gc = gd = gch = None
             if self.runner.drafter is not None:      # captured in replay order: target, verify, commit, drafter
+                gch = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(gch, pool=pool):
+                    self._chain_body(B)
                 gv = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(gv, pool=pool):
                     self._verify_body(B)
@@ -221,6 +243,7 @@ class DecodeGraphs:
             self.graphs[B] = (gt, gd)
             self.verify_graphs[B] = gv
             self.commit_graphs[B] = gc
+            self.chain_graphs[B] = gch
             torch.cuda.synchronize(dev)
             self.device_bytes_by_size[B] = free_before - torch.cuda.mem_get_info(dev)[0]
         torch.cuda.empty_cache()
@@ -332,6 +355,76 @@ class DecodeGraphs:
         result.num_accepted_tokens += int(rows.accepted.sum())
         return result
 
+    # -- a pipelined step (async scheduling) ---------------------------------------------------
+    def can_chain(self, reqs, prev: "LaunchedStep") -> bool:
+        """Whether `reqs`, planned before `prev`'s results, can be launched behind it: a captured
+        decode step of requests that all ran in `prev` (their inputs come from its results)."""
+        rows = prev.row_of
+        return self.can_run(reqs) and all(sr.req_id in rows and not sr.is_new for sr in reqs)
+
+    def launch(self, reqs, prev: "LaunchedStep | None" = None) -> "LaunchedStep":
+        """The one-sync step's graphs, enqueued with no wait; with `prev` (a step launched before
+        and not yet collected) the inputs come from its results on the device (`can_chain`).
+        `collect` reads the results."""
+        n = len(reqs)
+        B = next(s for s in self.sizes if s >= n)
+        if prev is None:
+            self._fill_target(reqs)
+        else:
+            self._fill_chained(reqs, prev)
+            self.num_chained_steps += 1
+        graph_target, graph_draft = self.graphs[B]
+        if graph_target is None:
+            if prev is not None:
+                self._chain_body(B)
+            aux = self._target_body(B)
+            self._verify_body(B)
+            self._commit_body(B)
+            self._draft_body(B, aux)
+        else:
+            if prev is not None:
+                self.chain_graphs[B].replay()
+            graph_target.replay()
+            self.verify_graphs[B].replay()
+            self.commit_graphs[B].replay()
+            graph_draft.replay()
+        return LaunchedStep(reqs, self.tokens.read_async(), prev)
+
+    def collect(self, step: "LaunchedStep", result):
+        """Waits for a launched step's results (its one sync) and fills `result` as
+        `_execute_one_sync` does."""
+        rows = step.pending.rows(len(step.reqs))
+        step.rows = rows
+        sampled, drafts = unpack(rows, [sr.req_id for sr in step.reqs])
+        result.sampled.update(sampled)
+        result.drafts = drafts
+        if step.prev is None:
+            result.num_draft_tokens += sum(1 for sr in step.reqs for d in sr.spec_token_ids if d >= 0)
+        else:                              # the drafts came from the previous step's drafting rows
+            prev_rows, row_of = step.prev.rows, step.prev.row_of
+            result.num_draft_tokens += self.k * sum(int(prev_rows.drafting[row_of[sr.req_id]]) for sr in step.reqs)
+            step.prev = None               # its results are read: nothing holds the chain
+        result.num_accepted_tokens += int(rows.accepted.sum())
+        return result
+
+    def _fill_chained(self, reqs, prev: "LaunchedStep") -> None:
+        """What the host knows of a chained step: block tables, capacities, state slots, the
+        optimistic num_computed_tokens and each request's row in `prev`; the rest is
+        `_chain_body`'s."""
+        W, bs, n, L = self.W, self.bs, len(reqs), self.L
+        vals = {"prev_row": np.fromiter((prev.row_of[sr.req_id] for sr in reqs), dtype=np.int64, count=n),
+                "nc_opt": np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n),
+                "capacity_tokens": np.fromiter((min(map(len, sr.block_ids.values())) * bs for sr in reqs),
+                                               dtype=np.int64, count=n)}
+        for g in self.attn_gids:
+            vals[f"table{g}"] = np.array([[*t, *[0] * (W - len(t))] for t in (sr.block_ids[g] for sr in reqs)],
+                                         dtype=np.int64)
+        zeros, save = np.zeros(n, dtype=np.int64), np.ones((n, L), dtype=np.int64)
+        for s in self.state_gids:
+            vals |= {f"dst{s}": np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64),
+                     f"fresh{s}": zeros, f"save{s}": save}
+        self.meta.fill(vals)
+
     def _execute_two_syncs(self, reqs, params, generators, acceptance, result):
         """Target graph, host verification (`verify`) and drafter inputs, drafter graph."""
         B = next(s for s in self.sizes if s >= len(reqs))
@@ -365,3 +458,13 @@ class DecodeGraphs:
         draft_ids = self.draft_argmax[:len(reqs) * k].view(len(reqs), k).tolist()
         result.drafts = {reqs[b].req_id: draft_ids[b] for b in drafting}
         return result
+
+
+class LaunchedStep:
+    """A one-sync step enqueued on the device and not yet collected: its requests, the pending
+    read of its results, and the step it was chained behind (until collected)."""
+
+    def __init__(self, reqs, pending: PendingRead, prev: "LaunchedStep | None"):
+        self.reqs, self.pending, self.prev = list(reqs), pending, prev
+        self.row_of = {sr.req_id: b for b, sr in enumerate(self.reqs)}
+        self.rows = None                   # StepResultRows, once collected

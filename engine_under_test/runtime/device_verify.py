@@ -20,7 +20,9 @@ host must decide, so they run here, in fixed shapes, between the target and draf
 
 `StepTokens` is the one int64 device buffer every result of the step lands in (argmax,
 accepted, drafting, the k drafts of every sequence), so one device-to-host read returns the
-step; `read` is that read, `unpack` turns it into per-request output tokens and drafts.
+step; `read` is that read, `read_async` enqueues it into one of two pinned buffers and returns
+a `PendingRead` whose `rows` waits for it (a pipelined step launches the next one first);
+`unpack` turns the rows into per-request output tokens and drafts.
 
 Every op is a fixed-shape elementwise, gather, scan or concatenation on device tensors: no
 host read, no data-dependent shape (CUDA-graph capturable).
@@ -86,6 +88,9 @@ class StepTokens:
                         "drafting": (Bm * (L + 1), Bm * (L + 2)), "drafts": (Bm * (L + 2), Bm * (L + 2 + k))}
         for name, (a, b) in self._bounds.items():
             setattr(self, name, self.buffer[a:b])
+        self._cuda = device.type == "cuda"
+        self._hosts = [torch.zeros(self.buffer.numel(), dtype=torch.long, pin_memory=self._cuda) for _ in range(2)]
+        self._turn = 0
 
     @property
     def num_bytes(self) -> int:
@@ -93,8 +98,33 @@ class StepTokens:
 
     def read(self, n: int) -> StepResultRows:
         """The step's one device-to-host read (a sync): the first n sequences' results."""
-        host = self.buffer.cpu().numpy()
-        part = {name: host[a:b] for name, (a, b) in self._bounds.items()}
+        return self.read_async().rows(n)
+
+    def read_async(self) -> "PendingRead":
+        """Enqueue the read of the buffer as it will be once the work enqueued so far ran; the
+        pinned buffer it lands in is reused two reads later (collect it before then)."""
+        host = self._hosts[self._turn]
+        self._turn ^= 1
+        host.copy_(self.buffer, non_blocking=True)
+        event = None
+        if self._cuda:
+            event = torch.cuda.Event()
+            event.record()
+        return PendingRead(host, event, self._bounds, self.L, self.k)
+
+
+class PendingRead:
+    """One step's results on their way to the host (`StepTokens.read_async`)."""
+
+    def __init__(self, host: torch.Tensor, event, bounds: dict, L: int, k: int):
+        self._host, self._event, self._bounds, self.L, self.k = host, event, bounds, L, k
+
+    def rows(self, n: int) -> StepResultRows:
+        """Waits for the read (the step's one sync); the first n sequences' results."""
+        if self._event is not None:
+            self._event.synchronize()
+        host = self._host.numpy()
+        part = {name: host[a:b].copy() for name, (a, b) in self._bounds.items()}
         return StepResultRows(argmax=part["argmax"][:n * self.L].reshape(n, self.L),
                               accepted=part["accepted"][:n], drafting=part["drafting"][:n],
                               drafts=part["drafts"][:n * self.k].reshape(n, self.k))

@@ -198,6 +198,37 @@ class ModelRunner:
             result.drafts = self._adjust_drafts(reqs, accepted, self._draft(reqs, batch, aux, result.sampled, accepted))
         return result
 
+    # -- a pipelined step ------------------------------------------------------------------
+    @property
+    def can_pipeline(self) -> bool:
+        """Whether steps may be launched without waiting (`launch`): captured decode steps, and
+        drafts that go from one step to the next on the device (no `_adjust_drafts` override)."""
+        return (self.graphs is not None and self.drafter is not None
+                and type(self)._adjust_drafts is ModelRunner._adjust_drafts)
+
+    @torch.inference_mode()
+    def launch(self, out: SchedulerOutput, params: dict[str, SamplingParams], acceptance: AcceptanceModel | None,
+               prev=None):
+        """Enqueue `out` on the device without waiting, when it is a one-sync captured decode
+        step (decode_graphs.DecodeGraphs.launch); with `prev` (launched, not yet collected) when
+        it can run on prev's results (`can_chain`). None when it cannot: run it with `execute`
+        (after collecting prev, and with its inputs resolved: runtime/chained_inputs.py)."""
+        for rid in out.finished_req_ids + out.preempted_req_ids:
+            self.state_slot_index.pop(rid, None)
+        reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
+        graphs = self.graphs
+        if not (reqs and self.can_pipeline and graphs.runs_one_sync(reqs, params, acceptance)):
+            return None
+        if not (graphs.can_run(reqs) if prev is None else graphs.can_chain(reqs, prev)):
+            return None
+        return graphs.launch(reqs, prev)
+
+    def collect(self, step) -> StepResult:
+        """The results of a launched step (its one sync), as `execute` returns them."""
+        result = self.graphs.collect(step, StepResult())
+        self._remember_states(step.reqs, {r: len(t) - 1 for r, t in result.sampled.items()})
+        return result
+
     def _adjust_drafts(self, reqs: list[ScheduledRequest], accepted: dict[str, int],
                        drafts: dict[str, list[int]]) -> dict[str, list[int]]:
         """The drafter's proposals as they are (a hook for tests that script drafts)."""
