@@ -10,8 +10,10 @@ flip; the bf16 comparison is reported beside it, not checked); (2) the bf16 engi
 gpu_memory_utilization 0.9: peak device memory (torch max_memory_reserved, and this process's
 NVML footprint) against utilization x capacity, and what the allocator handed the pool and the
 weights against the planner's ledger (within 5%); (3) decode step times at c = 1, 8, 32 for
-each gated-delta-rule variant beside the floor (gpu_probe.step_floors at the measured copy
-bandwidth and bf16 matrix rate). Writes one run observation per max_num_seqs (observation
+each variant beside the floor (gpu_probe.step_floors at the measured copy bandwidth and bf16
+matrix rate): "pipelined" (the captured step under async scheduling, step n + 1 launched before
+step n is read; the lossless engines then run pipelined too), "graphs" (the captured step, each
+step read before the next), "eager" (the torch reference path), "fla_per_position". Writes one run observation per max_num_seqs (observation
 schema, mode "run") into --out, prints a summary; exits non-zero if a check fails.
 """
 
@@ -44,7 +46,10 @@ from engine_under_test.shapes import DTYPE_SIZE_BYTES  # noqa: E402
 
 # variant -> gated delta rule backend on CUDA; "graphs" replays the captured decode step, the
 # others run it eagerly (the torch reference path)
-VARIANT_BACKENDS = {"graphs": "fla", "eager": "fla", "fla_per_position": "fla_per_position"}
+VARIANT_BACKENDS = {"graphs": "fla", "pipelined": "fla", "eager": "fla", "fla_per_position": "fla_per_position"}
+# "pipelined": the graphs with async scheduling's pipeline (step n + 1 launched before step n is
+# read: engine.py), timed as the wall time of windows of steps with no sync between them
+PIPELINED_WINDOWS = 3
 H200_CEILINGS = {"copy_bytes_per_s": 4.23e12, "bf16_matmul_flop_per_s": 795e12}   # shared/GPU.md, one H200
 LEDGER_TOLERANCE = 0.05
 LOSSLESS_PROMPT_TOKENS = (7, 33, 130, 20, 64)
@@ -62,7 +67,8 @@ def _build(args, k: int, max_num_seqs: int, dtype: str, small: bool) -> LLM:
     return LLM(target, spec, max_num_seqs=max_num_seqs,
                max_model_len=args.lossless_max_model_len if small else args.max_model_len,
                max_num_batched_tokens=args.lossless_max_num_batched_tokens if small else args.max_num_batched_tokens,
-               device=args.device, dtype=dtype, load_format="dummy", seed=args.seed, **memory)
+               device=args.device, dtype=dtype, load_format="dummy", seed=args.seed,
+               async_scheduling="pipelined" in args.variants, **memory)
 
 
 def _release() -> None:
@@ -107,10 +113,14 @@ def _in_prefill(eng) -> bool:
     return bool(sched.waiting) or any(r.num_computed_tokens < r.num_prompt_tokens for r in sched.running)
 
 
-def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict:
+def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict, pipelined: bool = False) -> dict:
+    """Median step time after prefill and warm-up: each step alone between device syncs, or
+    (`pipelined`) the wall time of windows of `timed_steps` steps with no sync between them over
+    their step count, the median window (a pipelined step overlaps the next one's host work)."""
     eng = llm.engine
     rng = random.Random(concurrency)
-    max_tokens = (args.warmup_steps + args.timed_steps + 4) * (args.k + 1) + 8
+    num_timed = args.timed_steps * (PIPELINED_WINDOWS if pipelined else 1)
+    max_tokens = (args.warmup_steps + num_timed + 4) * (args.k + 1) + 8
     for i in range(concurrency):
         eng.add_request(f"c{concurrency}-{i}-{eng.target.gdn_backend}-{time.perf_counter_ns()}", [rng.randrange(2, 1000) for _ in range(args.prompt_tokens)],
                         SamplingParams(max_tokens=max_tokens, temperature=0, ignore_eos=True))
@@ -121,13 +131,15 @@ def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict
     for _ in range(args.warmup_steps):          # first decode steps (kernel compilation)
         eng.step()
     times, tokens = [], 0
-    for _ in range(args.timed_steps):
+    for _ in range(PIPELINED_WINDOWS if pipelined else args.timed_steps):
         sync()
         t0 = time.perf_counter()
-        outs = eng.step()
+        for _ in range(args.timed_steps if pipelined else 1):
+            outs = eng.step()
+            tokens += sum(len(o.new_token_ids) for o in outs)
         sync()
-        times.append(time.perf_counter() - t0)
-        tokens += sum(len(o.new_token_ids) for o in outs)
+        elapsed = time.perf_counter() - t0
+        times += [elapsed / args.timed_steps] * args.timed_steps if pipelined else [elapsed]
         if cuda:
             _sample_nvml(peak)
     contexts = [r.num_computed_tokens for r in eng.scheduler.running]
@@ -138,6 +150,8 @@ def step_times(args, llm: LLM, concurrency: int, ceil: dict, peak: dict) -> dict
     graphs = eng.runner.graphs
     variant = "graphs" if graphs is not None and graphs.enabled else ("eager" if eng.target.gdn_backend in ("fla", "torch")
                                                                      else eng.target.gdn_backend)
+    if pipelined and variant == "graphs":
+        variant = "pipelined"
     return {"variant": variant, "concurrency": concurrency, "num_running": len(contexts),
             "median_step_s": step_s, "min_step_s": min(times), **floors, "ratio_to_floor": step_s / floors["floor_s"],
             "output_tok_per_s": tokens / sum(times), "tokens_per_step": tokens / len(times)}
@@ -183,10 +197,11 @@ def run_one(args, max_num_seqs: int, ceil: dict, nvml: dict, hw: tuple[str, dict
     for variant in args.variants:
         eng.target.gdn_backend = VARIANT_BACKENDS[variant] if cuda else "torch"
         if graphs is not None:
-            graphs.enabled = variant == "graphs"
+            graphs.enabled = variant in ("graphs", "pipelined")
+        eng.pipelined = variant == "pipelined"
         for c in args.concurrency:
             if c <= max_num_seqs:
-                rungs.append(step_times(args, llm, c, ceil, peak))
+                rungs.append(step_times(args, llm, c, ceil, peak, pipelined=variant == "pipelined"))
                 if cuda:
                     _phase(f"{variant} c={c}", phases, peak)
     eng.target.gdn_backend = VARIANT_BACKENDS[args.variants[0]] if cuda else "torch"
@@ -278,9 +293,9 @@ def _summary(obs: dict) -> list[str]:
                      f"{r['tokens_per_step']:8.2f} {r['output_tok_per_s']:9.1f}")
     by = {(r["variant"], r["concurrency"]): r for r in t["rungs"]}
     for (variant, c), r in by.items():
-        if variant == "graphs" and ("eager", c) in by:
+        if variant in ("graphs", "pipelined") and ("eager", c) in by:
             e = by[("eager", c)]
-            lines.append(f"  c={c}: graphs {r['median_step_s'] * 1e3:.2f} ms ({r['ratio_to_floor']:.2f}x floor) vs eager "
+            lines.append(f"  c={c}: {variant} {r['median_step_s'] * 1e3:.2f} ms ({r['ratio_to_floor']:.2f}x floor) vs eager "
                          f"{e['median_step_s'] * 1e3:.2f} ms ({e['ratio_to_floor']:.2f}x): {e['median_step_s'] / r['median_step_s']:.2f}x faster")
     return lines
 
@@ -313,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no CUDA device: use --device cpu --tiny", file=sys.stderr)
         return 2
     args.lossless_dtypes = args.lossless_dtypes or (["float32", "bfloat16"] if cuda else ["float32"])
-    args.variants = args.variants or (["graphs", "eager"] if cuda else ["eager"])
+    args.variants = args.variants or (["pipelined", "graphs", "eager"] if cuda else ["eager"])
     unknown = set(args.variants) - set(VARIANT_BACKENDS)
     if unknown:
         ap.error(f"--variants: unknown {sorted(unknown)} (known: {', '.join(VARIANT_BACKENDS)})")

@@ -131,6 +131,7 @@ class LLMEngine:
         self._generators: dict[str, torch.Generator] = {}
         self._num_added = 0
         self._in_flight = None     # (SchedulerOutput, runner's launched step): pipelined, not yet read
+        self.pipelined = cfg.async_scheduling   # launch steps without waiting where they allow it
         self._stats = EngineStats(pool_num_blocks=self.plan.memory.layout.num_blocks,
                                   pool_bytes=self.plan.memory.layout.total_bytes)
 
@@ -184,7 +185,7 @@ class LLMEngine:
             return self._step_pipelined()
         sched = self.scheduler
         out = sched.schedule()
-        if self.cfg.async_scheduling and self.runner.can_pipeline:
+        if self.pipelined and self.cfg.async_scheduling and self.runner.can_pipeline:
             launched = self.runner.launch(out, self._params, self.acceptance)
             if launched is not None:
                 self._in_flight = (out, launched)
@@ -221,7 +222,7 @@ class LLMEngine:
         again: nothing waiting, every running request ran in n, and each has room for 1 + k
         more inputs before max_model_len."""
         sched = self.scheduler
-        if sched.waiting:
+        if sched.waiting or not self.pipelined:
             return False
         ran = {sr.req_id for sr in prev_out.scheduled}
         room = self.cfg.max_model_len - (self.runner.k + 2)

@@ -36,6 +36,11 @@ import triton.language as tl
 
 from engine_under_test.model.deferred_states import KeptInputs
 
+# Each program owns BLOCK_V value rows of one value head's [Dv, Dk] state and runs NUM_WARPS warps
+# (benchmarks/gpu_gdn_sweep.py times the choices on one H200).
+BLOCK_V = 8
+NUM_WARPS = 1
+
 try:
     from triton.language.extra import libdevice
 except ImportError:   # older Triton
@@ -140,7 +145,7 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
                   ssm_pool: torch.Tensor, src_slots: torch.Tensor, fresh: torch.Tensor,
                   dst_slots: torch.Tensor, save: torch.Tensor, out: torch.Tensor | None = None,
                   gates: tuple[torch.Tensor, torch.Tensor] | None = None,
-                  keep: KeptInputs | None = None) -> torch.Tensor:
+                  keep: KeptInputs | None = None, block_v: int = BLOCK_V, num_warps: int = NUM_WARPS) -> torch.Tensor:
     """q, k [N, L, Hk, Dk], v [N, L, Hv, Dv], g, beta [N, L, Hv]; ssm_pool the pool's V-first
     view [num_blocks, Hv, Dv, Dk]; src_slots, fresh [N]; dst_slots, save [N, L]. Returns o
     [N, L, Hv, Dv] (v's dtype; into `out` when given, contiguous) and writes the saved states
@@ -185,7 +190,7 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
     else:
         kept = (o, o, o, o)           # unused (KEEP off)
     BK = triton.next_power_of_2(K)
-    BV = min(8, triton.next_power_of_2(V))
+    BV = min(block_v, triton.next_power_of_2(V))
     grid = (triton.cdiv(V, BV) * N * HV,)
     _gdn_snapshot_kernel[grid](
         q, k, v, g, beta, o, ssm_pool,
@@ -193,12 +198,13 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
         dst_slots.to(torch.int64).contiguous(), save.to(torch.int32).contiguous(), *kept,
         K ** -0.5, ssm_pool.stride(0), L, _row_stride(q), _row_stride(v),
         A_log, dt_bias, stride_gate, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, RAW_GATES=gates is not None,
-        KEEP=keep is not None, num_warps=1, num_stages=3)
+        KEEP=keep is not None, num_warps=num_warps, num_stages=3)
     return o
 
 
 def gdn_commit(keep: KeptInputs, ssm_pool: torch.Tensor, src_slots: torch.Tensor, fresh: torch.Tensor,
-               dst_slots: torch.Tensor, accepted: torch.Tensor) -> None:
+               dst_slots: torch.Tensor, accepted: torch.Tensor, block_v: int = BLOCK_V,
+               num_warps: int = NUM_WARPS) -> None:
     """The state after position accepted[n] of a deferred pass (`gdn_snapshots(keep=...)`),
     written into pool block dst_slots[n, accepted[n]]: the pass's initial state replayed
     through positions 0 .. accepted[n] from `keep`, the same arithmetic as the snapshot
@@ -207,13 +213,13 @@ def gdn_commit(keep: KeptInputs, ssm_pool: torch.Tensor, src_slots: torch.Tensor
     N, L, H, K = keep.k.shape
     HV, V = keep.v.shape[2], keep.v.shape[3]
     BK = triton.next_power_of_2(K)
-    BV = min(8, triton.next_power_of_2(V))
+    BV = min(block_v, triton.next_power_of_2(V))
     grid = (triton.cdiv(V, BV) * N * HV,)
     _gdn_commit_kernel[grid](
         keep.k, keep.v, keep.g, keep.beta, ssm_pool,
         src_slots.to(torch.int64).contiguous(), fresh.to(torch.int32).contiguous(),
         dst_slots.to(torch.int64).contiguous(), accepted.to(torch.int64).contiguous(),
-        ssm_pool.stride(0), L, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, num_warps=1, num_stages=3)
+        ssm_pool.stride(0), L, H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, num_warps=num_warps, num_stages=3)
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
