@@ -11,7 +11,8 @@ synchronous engine produces, on the CPU where the captured bodies run eagerly.
 - A planned step that cannot be chained runs after its predecessor with host-resolved inputs.
 - A request that arrives, and one that is aborted, while a step is in flight: the pipeline drains,
   the other requests' outputs are the synchronous engine's, the aborted one reports nothing more.
-Seeded tiny checkpoints (conftest.py), k = 4, four captured sequences, float32.
+Seeded tiny checkpoints (conftest.py), k = 4, four captured sequences, float32; on the CPU, and
+on CUDA (marked gpu: the captured graphs, TF32 off) where a device is present.
 """
 
 from __future__ import annotations
@@ -28,17 +29,28 @@ from engine_under_test.runtime.chained_inputs import host_resolved
 from engine_under_test.runtime.decode_graphs import DecodeGraphs
 from engine_under_test.scheduler.output import SchedulerOutput
 
+DEVICES = ["cpu"] + ([pytest.param("cuda", marks=pytest.mark.gpu)] if torch.cuda.is_available() else [])
 K = 4
 PROMPT_LENGTHS = (5, 23, 70, 41)
 OUTPUT_LENGTHS = (17, 29, 24, 40)
 MAX_MODEL_LEN = 192
 
 
-def _llm(checkpoints, async_scheduling: bool) -> LLM:
+@pytest.fixture(params=DEVICES)
+def device(request, monkeypatch):
+    if request.param == "cuda":
+        pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
+        monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+        monkeypatch.setattr(torch.backends.cudnn, "allow_tf32", False)
+    return request.param
+
+
+def _llm(checkpoints, async_scheduling: bool, device: str) -> LLM:
     target, draft = checkpoints
     spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": K}
     return LLM(target, spec, max_num_seqs=4, max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=96,
-               kv_cache_memory_bytes=12 * 2**20, enforce_eager=False, async_scheduling=async_scheduling)
+               kv_cache_memory_bytes=12 * 2**20, enforce_eager=False, async_scheduling=async_scheduling,
+               device=device, dtype="float32")
 
 
 def _requests():
@@ -53,16 +65,24 @@ def _generate(llm: LLM) -> list[list[int]]:
 
 
 def _argmax_rule(monkeypatch, seen: set[int]) -> None:
-    """Accept m = argmax[:, 0] mod (k + 1) drafts wherever the step had drafts (both engines)."""
+    """Accept m = argmax[:, 0] mod (k + 1) drafts wherever the step had drafts (both engines;
+    before they are built: the graphs capture it); `seen` collects the lengths of collected steps."""
     def rule(argmax, drafts):
-        m = torch.where(drafts[:, 0] >= 0, argmax[:, 0] % (drafts.shape[1] + 1), 0)
-        seen.update(m.tolist())
-        return m
+        return torch.where(drafts[:, 0] >= 0, argmax[:, 0] % (drafts.shape[1] + 1), 0)
+
+    collect = DecodeGraphs.collect
+
+    def counting(self, step, result):
+        out = collect(self, step, result)
+        seen.update(step.rows.accepted.tolist())
+        return out
+
     monkeypatch.setattr(decode_graphs, "accepted_lengths", rule)
+    monkeypatch.setattr(DecodeGraphs, "collect", counting)
 
 
-def test_pipelined_outputs_equal_the_synchronous_engines(tiny_checkpoints):
-    sync, piped = _llm(tiny_checkpoints, False), _llm(tiny_checkpoints, True)
+def test_pipelined_outputs_equal_the_synchronous_engines(tiny_checkpoints, device):
+    sync, piped = _llm(tiny_checkpoints, False, device), _llm(tiny_checkpoints, True, device)
     assert _generate(piped) == _generate(sync)
     a, b = sync.engine.stats(), piped.engine.stats()
     assert (b.num_draft_tokens, b.num_generated_tokens, b.num_accepted_tokens) == \
@@ -72,11 +92,11 @@ def test_pipelined_outputs_equal_the_synchronous_engines(tiny_checkpoints):
     assert not piped.engine.has_unfinished_requests()
 
 
-def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpoints, monkeypatch):
+def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpoints, monkeypatch, device):
     seen: set[int] = set()
     _argmax_rule(monkeypatch, seen)
-    reference = _generate(_llm(tiny_checkpoints, False))
-    piped = _llm(tiny_checkpoints, True)
+    reference = _generate(_llm(tiny_checkpoints, False, device))
+    piped = _llm(tiny_checkpoints, True, device)
     graphs = piped.engine.runner.graphs
     launch, collect = DecodeGraphs.launch, DecodeGraphs.collect
     checked, pending = [], {}
@@ -106,6 +126,8 @@ def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpo
                         if name not in ("prev_row", "nc_opt"):
                             assert torch.equal(self.meta.view(name), _field(self.meta, derived, name)), name
                     self.meta.device_buffer.copy_(saved)
+                if saved.is_cuda:           # the extra fill took a pinned buffer's turn: let its copies land
+                    torch.cuda.synchronize()
                 checked.append(len(reqs))
                 del pending[key]
         return out
@@ -123,10 +145,10 @@ def _field(meta, flat: torch.Tensor, name: str) -> torch.Tensor:
     return flat[start:start + int(np.prod(meta.shapes[name]))].view(meta.shapes[name])
 
 
-def test_a_planned_step_that_cannot_chain_runs_with_host_resolved_inputs(tiny_checkpoints, monkeypatch):
+def test_a_planned_step_that_cannot_chain_runs_with_host_resolved_inputs(tiny_checkpoints, monkeypatch, device):
     seen: set[int] = set()
     _argmax_rule(monkeypatch, seen)
-    reference = _generate(_llm(tiny_checkpoints, False))
+    reference = _generate(_llm(tiny_checkpoints, False, device))
     from engine_under_test import engine as engine_module
 
     resolved = []
@@ -138,19 +160,19 @@ def test_a_planned_step_that_cannot_chain_runs_with_host_resolved_inputs(tiny_ch
 
     monkeypatch.setattr(engine_module, "host_resolved", counting)
     monkeypatch.setattr(DecodeGraphs, "can_chain", lambda self, reqs, prev: False)
-    piped = _llm(tiny_checkpoints, True)
+    piped = _llm(tiny_checkpoints, True, device)
     seen.clear()
     assert _generate(piped) == reference
     assert piped.engine.runner.graphs.num_chained_steps == 0 and len(resolved) >= 5
     assert seen >= set(range(K + 1))
 
 
-def test_an_arrival_and_an_abort_while_a_step_is_in_flight(tiny_checkpoints):
+def test_an_arrival_and_an_abort_while_a_step_is_in_flight(tiny_checkpoints, device):
     prompts, params = _requests()
     late = [3, 1, 4, 1, 5, 9, 2, 6]
     runs = {}
     for mode in (False, True):
-        eng = _llm(tiny_checkpoints, mode).engine
+        eng = _llm(tiny_checkpoints, mode, device).engine
         for i in range(3):
             eng.add_request(str(i), prompts[i], params[i])
         outputs: dict[str, list[int]] = {str(i): [] for i in range(4)}
