@@ -29,7 +29,7 @@ from engine_under_test.shapes import DTYPE_SIZE_BYTES, DraftShape, TargetShape
 # graph pool's activations and fixed metadata buffers. Past the logits, capture took 0.137 GiB
 # of the allocator on one H200 (2b shapes, k = 8, max_num_seqs 32: 0.27 GiB in all, 0.133 GiB of
 # it the logits buffer); planned as 192 MiB. The verify pass's kept inputs are planned apart
-# (`deferred_state_bytes`: 0.04 GiB at those shapes; 0.31 GiB captured in all with them).
+# (`deferred_state_bytes`: the conv inputs, k, v and gates, 0.10 GiB at those shapes).
 GRAPH_POOL_BASE_BYTES = 192 * 1024 * 1024
 # The CUDA context and library handles (cuBLAS workspaces, kernel images) live in the process's
 # device memory too: 0.71 GiB was measured on one H200 (torch 2.11, CUDA 13.0); planned as 1 GiB so
@@ -159,14 +159,15 @@ def graph_pool_bytes(cfg: EngineConfig, target: TargetShape) -> int:
 
 
 def deferred_state_bytes(cfg: EngineConfig, target: TargetShape) -> int:
-    """The captured verify pass writes no recurrent state; each Gated-DeltaNet layer keeps its k
-    and v (model dtype) and two gates (float32) of max_num_seqs x (1 + k) rows for the commit
-    (model/deferred_states.py). 0 without speculative decoding (no deferred pass)."""
+    """The captured verify pass writes no recurrent state; each Gated-DeltaNet layer keeps its
+    conv inputs (conv_dim), k and v (model dtype) and two gates (float32) of max_num_seqs x
+    (1 + k) rows for the commit (model/deferred_states.py). 0 without speculative decoding (no
+    deferred pass)."""
     if target.gdn is None or cfg.num_speculative_tokens == 0:
         return 0
     g, rows = target.gdn, cfg.max_num_seqs * (1 + cfg.num_speculative_tokens)
-    per_row = ((g.num_k_heads * g.head_k_dim + g.num_v_heads * g.head_v_dim) * DTYPE_SIZE_BYTES[target.dtype]
-               + 2 * g.num_v_heads * 4)
+    per_row = ((g.conv_dim + g.num_k_heads * g.head_k_dim + g.num_v_heads * g.head_v_dim)
+               * DTYPE_SIZE_BYTES[target.dtype] + 2 * g.num_v_heads * 4)
     return len(target.gdn_layer_ids) * rows * per_row
 
 

@@ -3,9 +3,10 @@
 A verify pass feeds L = 1 + k tokens per sequence; of the L states after them only the one
 after the accepted prefix (position m) is read again. A pass run with a `DeferredStates` in
 its state slots (linear_attention.StateSlots.deferred) writes no recurrent state: each
-Gated-DeltaNet layer on the snapshot kernels keeps its k, v and gates in a `KeptInputs` and
-records itself here; `commit(accepted)` then writes each layer's state after position m
-(model/gdn_snapshots.py `gdn_commit`). Layers off those kernels (the torch path: the CPU, other
+Gated-DeltaNet layer on the snapshot kernels keeps its conv inputs, k, v and gates in a
+`KeptInputs` and records itself here; `commit(accepted)` then writes each layer's conv and SSM
+states after position m (model/gdn_conv_kernel.py `conv_commit`, model/gdn_snapshots.py
+`gdn_commit`). Layers off those kernels (the torch path: the CPU, other
 backends) save every position as before and record nothing, so `commit` has nothing to do for
 them.
 
@@ -25,36 +26,45 @@ import torch
 
 
 class KeptInputs:
-    """What a deferred verification pass keeps of one layer for `gdn_commit`: k [N, L, Hk, Dk]
+    """What a deferred verification pass keeps of one layer: for `gdn_commit` k [N, L, Hk, Dk]
     and v [N, L, Hv, Dv] in the model dtype, as the kernel loaded them, and the gates g, beta
-    [N, L, Hv] in float32, as it computed them. `view(N)` is the first N sequences' rows."""
+    [N, L, Hv] in float32, as it computed them; for `conv_commit` the conv inputs x [N, L, C]
+    in the model dtype (None when only the SSM state is deferred). `view(N)` is the first N
+    sequences' rows."""
 
-    def __init__(self, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor):
-        self.k, self.v, self.g, self.beta = k, v, g, beta
+    def __init__(self, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor,
+                 x: torch.Tensor | None = None):
+        self.k, self.v, self.g, self.beta, self.x = k, v, g, beta, x
 
     @classmethod
     def empty(cls, num_seqs: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype,
-              device: torch.device) -> "KeptInputs":
+              device: torch.device, conv_dim: int = 0) -> "KeptInputs":
         return cls(torch.empty(num_seqs, L, H, K, dtype=dtype, device=device),
                    torch.empty(num_seqs, L, HV, V, dtype=dtype, device=device),
                    torch.empty(num_seqs, L, HV, dtype=torch.float32, device=device),
-                   torch.empty(num_seqs, L, HV, dtype=torch.float32, device=device))
+                   torch.empty(num_seqs, L, HV, dtype=torch.float32, device=device),
+                   torch.empty(num_seqs, L, conv_dim, dtype=dtype, device=device) if conv_dim else None)
+
+    def _tensors(self) -> list[torch.Tensor]:
+        return [t for t in (self.k, self.v, self.g, self.beta, self.x) if t is not None]
 
     def view(self, num_seqs: int) -> "KeptInputs":
-        return KeptInputs(*(x[:num_seqs] for x in (self.k, self.v, self.g, self.beta)))
+        return KeptInputs(*(None if t is None else t[:num_seqs] for t in (self.k, self.v, self.g, self.beta, self.x)))
 
     @property
     def num_bytes(self) -> int:
-        return sum(x.numel() * x.element_size() for x in (self.k, self.v, self.g, self.beta))
+        return sum(t.numel() * t.element_size() for t in self._tensors())
 
-    def fits(self, N: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype) -> bool:
-        return (tuple(self.k.shape), tuple(self.v.shape), tuple(self.g.shape), self.k.dtype) == \
-            ((N, L, H, K), (N, L, HV, V), (N, L, HV), dtype)
+    def fits(self, N: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype, conv_dim: int = 0) -> bool:
+        x_shape = None if self.x is None else tuple(self.x.shape)
+        return (tuple(self.k.shape), tuple(self.v.shape), tuple(self.g.shape), self.k.dtype, x_shape) == \
+            ((N, L, H, K), (N, L, HV, V), (N, L, HV), dtype, (N, L, conv_dim) if conv_dim else None)
 
 
 class _Pass(NamedTuple):
     keep: KeptInputs
     ssm_pool: torch.Tensor
+    conv_rows: torch.Tensor | None
     src: torch.Tensor
     fresh: torch.Tensor
     dst: torch.Tensor
@@ -79,27 +89,33 @@ class DeferredStates:
         return sum(b.num_bytes for b in self._buffers)
 
     def keep(self, N: int, L: int, H: int, K: int, HV: int, V: int, dtype: torch.dtype,
-             device: torch.device) -> KeptInputs:
+             device: torch.device, conv_dim: int = 0) -> KeptInputs:
         if N > self.max_num_seqs:
             raise ValueError(f"deferred states: a pass of {N} sequences, buffers for {self.max_num_seqs}")
         i = len(self._passes)
         if i == len(self._buffers):
-            self._buffers.append(KeptInputs.empty(self.max_num_seqs, L, H, K, HV, V, dtype, device))
+            self._buffers.append(KeptInputs.empty(self.max_num_seqs, L, H, K, HV, V, dtype, device, conv_dim))
         buf = self._buffers[i]
-        if not buf.fits(self.max_num_seqs, L, H, K, HV, V, dtype):
+        if not buf.fits(self.max_num_seqs, L, H, K, HV, V, dtype, conv_dim):
             raise ValueError(f"deferred states: layer {i} of this pass does not fit the buffers of the first "
                              f"(k {tuple(buf.k.shape[1:])} {buf.k.dtype}, v {tuple(buf.v.shape[1:])})")
         return buf.view(N)
 
-    def record(self, keep: KeptInputs, ssm_pool: torch.Tensor, src: torch.Tensor, fresh: torch.Tensor,
-               dst: torch.Tensor) -> None:
-        self._passes.append(_Pass(keep, ssm_pool, src, fresh, dst))
+    def record(self, keep: KeptInputs, ssm_pool: torch.Tensor, conv_rows: torch.Tensor | None, src: torch.Tensor,
+               fresh: torch.Tensor, dst: torch.Tensor) -> None:
+        """One deferred layer: its pools (the conv rows [blocks, C, >= 3] when keep.x is kept)
+        and the pass's slots (src, fresh [N], dst [N, L])."""
+        self._passes.append(_Pass(keep, ssm_pool, conv_rows, src, fresh, dst))
 
     def commit(self, accepted: torch.Tensor) -> None:
-        """Write every deferred layer's state after position accepted[n] (n < the pass's N)."""
+        """Write every deferred layer's states after position accepted[n] (n < the pass's N)."""
         if not self._passes:
             return
+        from engine_under_test.model.gdn_conv_kernel import conv_commit
         from engine_under_test.model.gdn_snapshots import gdn_commit
 
         for p in self._passes:
-            gdn_commit(p.keep, p.ssm_pool, p.src, p.fresh, p.dst, accepted[:p.keep.k.shape[0]])
+            m = accepted[:p.keep.k.shape[0]]
+            if p.keep.x is not None:
+                conv_commit(p.keep.x, p.conv_rows, p.src, p.fresh, p.dst, m)
+            gdn_commit(p.keep, p.ssm_pool, p.src, p.fresh, p.dst, m)

@@ -183,7 +183,7 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
     if o.shape != v.shape or not o.is_contiguous():
         raise ValueError(f"gdn_snapshots: out must be contiguous {tuple(v.shape)}, got {tuple(o.shape)}")
     if keep is not None:
-        if not keep.fits(N, L, H, K, HV, V, k.dtype):
+        if not keep.fits(N, L, H, K, HV, V, k.dtype, 0 if keep.x is None else keep.x.shape[2]):
             raise ValueError(f"gdn_snapshots: kept inputs {tuple(keep.k.shape)} / {tuple(keep.v.shape)} {keep.k.dtype} "
                              f"do not fit a pass of k {(N, L, H, K)}, v {(N, L, HV, V)} {k.dtype}")
         kept = (keep.k, keep.v, keep.g, keep.beta)

@@ -138,8 +138,8 @@ class GatedDeltaNet(nn.Module):
         2 Hv): the conv kernel takes x's row strides, and a and b share the one gate stride
         the snapshot kernel takes (a gathered group is a contiguous copy of each, stride Hv).
         The slot tensors are converted to the kernels' index types once per pass. With
-        `slots.deferred` (a captured verify pass) no SSM state is written: the kernel keeps its
-        inputs and the layer records itself for the commit (model/deferred_states.py)."""
+        `slots.deferred` (a captured verify pass) no conv or SSM state is written: the kernels
+        keep their inputs and the layer records itself for the commit (model/deferred_states.py)."""
         from engine_under_test.model.gdn_conv_kernel import conv_snapshots
         from engine_under_test.model.gdn_snapshots import gdn_snapshots
 
@@ -147,20 +147,21 @@ class GatedDeltaNet(nn.Module):
         src, fresh, dst, save = batch.memo(("kernel_slots", gid, tuple(seqs), qlen), lambda: (
             slots.src.to(torch.int64).contiguous(), slots.fresh.to(torch.int32).contiguous(),
             slots.dst_grid.to(torch.int64).contiguous(), slots.save_grid.to(torch.int32).contiguous()))
-        qkv = conv_snapshots(batch.gather(mixed, seqs, qlen), weight, conv_rows, src, fresh, dst, save)
+        keep = None
+        if slots.deferred is not None:      # no state written here: the commit writes the accepted one
+            keep = slots.deferred.keep(G, qlen, self.num_k_heads, self.head_k_dim, self.num_v_heads,
+                                       self.head_v_dim, mixed.dtype, mixed.device, conv_dim=self.conv_dim)
+        qkv = conv_snapshots(batch.gather(mixed, seqs, qlen), weight, conv_rows, src, fresh, dst, save,
+                             keep_x=None if keep is None else keep.x)
         q = qkv[..., :self.key_dim].unflatten(-1, (self.num_k_heads, self.head_k_dim))
         k = qkv[..., self.key_dim:2 * self.key_dim].unflatten(-1, (self.num_k_heads, self.head_k_dim))
         v = qkv[..., 2 * self.key_dim:].unflatten(-1, (self.num_v_heads, self.head_v_dim))
         whole = batch.covers_all(seqs, qlen)
-        keep = None
-        if slots.deferred is not None:      # no state written here: the commit writes the accepted one
-            keep = slots.deferred.keep(G, qlen, self.num_k_heads, self.head_k_dim, self.num_v_heads,
-                                       self.head_v_dim, qkv.dtype, qkv.device)
         o = gdn_snapshots(q, k, v, batch.gather(a_raw, seqs, qlen), batch.gather(b_raw, seqs, qlen), ssm_pool,
                           src, fresh, dst, save, gates=(self.A_log, self.dt_bias),
                           out=core.view(G, qlen, self.num_v_heads, self.head_v_dim) if whole else None, keep=keep)
         if keep is not None:
-            slots.deferred.record(keep, ssm_pool, src, fresh, dst)
+            slots.deferred.record(keep, ssm_pool, conv_rows, src, fresh, dst)
         if not whole:
             batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim), seqs, qlen)
 

@@ -19,7 +19,7 @@ def _pass(deferred: DeferredStates, N: int, num_layers: int) -> list:
     kept = []
     for _ in range(num_layers):
         keep = deferred.keep(N, *LAYER)
-        deferred.record(keep, torch.empty(0), torch.empty(0), torch.empty(0), torch.empty(0))
+        deferred.record(keep, torch.empty(0), None, torch.empty(0), torch.empty(0), torch.empty(0))
         kept.append(keep)
     return kept
 
@@ -34,6 +34,17 @@ def test_buffers_are_allocated_once_and_reused_at_every_size():
     assert deferred.num_bytes == size and deferred.num_layers == 3
     for a, b in zip(first, again):
         assert b.k.shape[0] == 2 and b.k.data_ptr() == a.k.data_ptr() and b.beta.data_ptr() == a.beta.data_ptr()
+
+
+def test_conv_inputs_are_kept_when_asked():
+    deferred = DeferredStates(max_num_seqs=2)
+    deferred.begin()
+    keep = deferred.keep(2, *LAYER, conv_dim=24)
+    assert tuple(keep.x.shape) == (2, 9, 24) and keep.x.dtype == torch.float32
+    assert deferred.num_bytes == 2 * 9 * (2 * 16 + 4 * 16 + 2 * 4 + 24) * 4
+    deferred.begin()
+    with pytest.raises(ValueError, match="does not fit"):
+        deferred.keep(2, *LAYER)                    # the first pass kept conv inputs, this one does not
 
 
 def test_a_layer_that_does_not_fit_or_a_pass_too_large_is_refused():

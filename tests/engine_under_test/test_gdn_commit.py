@@ -1,5 +1,6 @@
-"""The deferred verify pass and its commit (model/gdn_snapshots.py `keep=` and `gdn_commit`) against
-the snapshot pass that writes every position's state, on fresh random inputs.
+"""The deferred verify pass and its commit (model/gdn_snapshots.py `keep=` and `gdn_commit`, and the
+conv kernel's `keep_x` and `conv_commit`) against the snapshot pass that writes every position's
+state, on fresh random inputs.
 
 For accepted lengths covering 0 .. L - 1 (one per sequence, and every sequence at each length):
 the deferred pass returns the snapshot pass's outputs bit for bit and writes no state; the commit
@@ -91,3 +92,42 @@ def test_kept_inputs_that_do_not_fit_the_pass_are_refused():
     keep = KeptInputs.empty(G, L - 1, hk, dk, hv, dv, torch.float32, torch.device(DEVICE))
     with pytest.raises(ValueError, match="kept inputs"):
         gdn_snapshots(*inputs, pool, src, fresh, dst, torch.ones(G, L, dtype=torch.int32, device=DEVICE), keep=keep)
+
+
+@pytest.mark.parametrize("dtype", [c[0] for c in CASES if not c[1]])
+def test_conv_commit_writes_the_snapshot_passes_accepted_conv_state(dtype):
+    """The conv kernel's deferred pass (`keep_x`) returns the snapshot pass's outputs and writes no
+    state; `conv_commit` then writes into rows 0..2 of block dst[n, m] what the snapshot pass wrote
+    there, bit for bit, for every accepted length (m < 2 reads rows of the initial state), and
+    nothing else (rows 3.. of every block and every other block untouched)."""
+    from engine_under_test.model.gdn_conv_kernel import conv_commit, conv_snapshots
+
+    G, L = SHAPE[0], SHAPE[1]
+    C, rows = 48, 3 + (L - 1)                       # the pool's conv rows: the state, widened by k
+    gen = torch.Generator().manual_seed(9)
+    x = torch.randn(G, L, C + 16, generator=gen).to(DEVICE, dtype)[..., 8:8 + C]    # a column view
+    weight = torch.randn(C, 4, generator=gen).to(DEVICE, dtype)
+    num_blocks = 1 + G * (L + 1)
+    pool = torch.full((num_blocks, C, rows), float("nan"), device=DEVICE, dtype=dtype)
+    pool[1, :, :3] = torch.randn(C, 3, generator=gen).to(DEVICE, dtype)
+    pool[2, :, :3] = torch.randn(C, 3, generator=gen).to(DEVICE, dtype)
+    src = torch.tensor([1, 2, 3], device=DEVICE)
+    fresh = torch.tensor([False, False, True], device=DEVICE)
+    dst = torch.tensor([[1 + G + n * L + t for t in range(L)] for n in range(G)], device=DEVICE)
+    dst[1, 0] = 2                                   # slot 0 of sequence 1 is its source
+    save = torch.ones(G, L, dtype=torch.int32, device=DEVICE)
+    every = pool.clone()
+    out_ref = conv_snapshots(x, weight, every[:, :, :3], src, fresh, dst, save)
+    for accepted in _accepted_cases(G, L):
+        deferred = pool.clone()
+        keep_x = torch.empty(G, L, C, dtype=dtype, device=DEVICE)
+        out = conv_snapshots(x, weight, deferred[:, :, :3], src, fresh, dst, save, keep_x=keep_x)
+        assert torch.equal(out, out_ref), accepted
+        torch.testing.assert_close(deferred, pool, rtol=0, atol=0, equal_nan=True)    # no state written
+        conv_commit(keep_x, deferred[:, :, :3], src, fresh, dst, torch.tensor(accepted, device=DEVICE))
+        written = {int(dst[n, m]) for n, m in enumerate(accepted)}
+        for b in range(num_blocks):
+            want = pool[b].clone()
+            if b in written:
+                want[:, :3] = every[b, :, :3]
+            torch.testing.assert_close(deferred[b], want, rtol=0, atol=0, equal_nan=True, msg=f"{accepted} block {b}")

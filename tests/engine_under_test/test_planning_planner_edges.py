@@ -167,12 +167,13 @@ def test_activations_take_the_widest_projection(widest):
 
 def _graph_bytes(cfg, t) -> int:
     """The graphs' logits buffer (max_num_seqs x (1 + k) rows of the vocabulary), the verify
-    pass's kept inputs (every GDN layer's k and v in the model dtype and two float32 gates a row)
-    plus the base."""
+    pass's kept inputs (every GDN layer's conv inputs, k and v in the model dtype and two float32
+    gates a row) plus the base."""
     rows = cfg.max_num_seqs * (1 + cfg.num_speculative_tokens)
     size = 2 if t.dtype in ("bfloat16", "float16") else 4
     g, kept = t.gdn, 0
     if g is not None and cfg.num_speculative_tokens:
-        kept = len(t.gdn_layer_ids) * rows * ((g.num_k_heads * g.head_k_dim + g.num_v_heads * g.head_v_dim) * size
-                                              + 2 * g.num_v_heads * 4)
+        conv_dim = 2 * g.num_k_heads * g.head_k_dim + g.num_v_heads * g.head_v_dim
+        kept = len(t.gdn_layer_ids) * rows * ((conv_dim + g.num_k_heads * g.head_k_dim + g.num_v_heads * g.head_v_dim)
+                                              * size + 2 * g.num_v_heads * 4)
     return GRAPH_POOL_BASE_BYTES + rows * t.vocab_size * size + kept
