@@ -192,7 +192,17 @@ class _Core:
             if len(self.cache) < MAX_CACHED_RESPONSES:
                 self.cache[key] = writes
         if cfg.first_token_delay_s > 0:
-            self.loop.call_later(cfg.first_token_delay_s, self.start, tr, writes)
+            due = time.perf_counter() + cfg.first_token_delay_s
+            self.loop.call_later(cfg.first_token_delay_s, self._start_when_due, tr, writes, due)
+        else:
+            self.start(tr, writes)
+
+    def _start_when_due(self, tr: Any, writes: list[bytes], due: float) -> None:
+        """The first chunk never before `due`: a loop timer may fire up to a millisecond early
+        (uvloop counts from the time its iteration began, in whole milliseconds)."""
+        left = due - time.perf_counter()
+        if left > 0:
+            self.loop.call_later(left, self._start_when_due, tr, writes, due)
         else:
             self.start(tr, writes)
 
