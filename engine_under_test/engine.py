@@ -22,8 +22,9 @@ one-sync decode step is launched and `step()` returns [] at once; every later ca
 n + 1 while step n runs on the device, launches it behind n (its inputs derived on the device
 from n's results: runtime/chained_inputs.py), and only then reads n and returns n's outputs.
 So the host's scheduling, buffer fill and bookkeeping overlap the device's work. Anything that
-is not the same decode step again (a waiting request, a request at max_model_len, an abort)
-ends the pipeline for a step: n is read first and the next step runs as a synchronous one.
+is not the same decode step again, less requests that finished (a waiting request, a request
+at max_model_len) ends the pipeline for a step: n is read first and the next step runs as a
+synchronous one.
 A request that finishes in step n has run once more in step n + 1; that step's results for it
 are dropped, as vLLM's async scheduler drops them.
 """
@@ -219,15 +220,14 @@ class LLMEngine:
 
     def _can_plan_ahead(self, prev_out) -> bool:
         """Step n + 1 is planned before n's results only when it will be the same decode step
-        again: nothing waiting, every running request ran in n, and each has room for 1 + k
-        more inputs before max_model_len."""
+        again, less requests that finished: nothing waiting, every running request ran in n,
+        and each has room for 1 + k more inputs before max_model_len."""
         sched = self.scheduler
-        if sched.waiting or not self.pipelined:
+        if sched.waiting or not self.pipelined or not sched.running:
             return False
         ran = {sr.req_id for sr in prev_out.scheduled}
         room = self.cfg.max_model_len - (self.runner.k + 2)
-        return len(sched.running) == len(ran) and all(
-            r.request_id in ran and r.num_computed_tokens <= room for r in sched.running)
+        return all(r.request_id in ran and r.num_computed_tokens <= room for r in sched.running)
 
     def _apply(self, out, result, drafts_consumed: set[str] = frozenset()) -> list[RequestOutput]:
         """Hand a step's results to the scheduler and build its outputs. `drafts_consumed`: the
