@@ -227,7 +227,11 @@ class DecodeGraphs:
             with torch.cuda.graph(gt, pool=pool):
                 aux = self._target_body(B)
             gv = gc = gd = gch = None
-            if self.runner.drafter is not None:      # captured in replay order: target, verify, commit, drafter
+            if self.runner.drafter is not None:
+                # captured: target, chain, verify, commit, drafter; replayed in that order except the
+                # chain graph, which goes first (only pipelined steps). It reads the step results
+                # and writes the meta buffers, both outside the pool, so its pool memory holds no
+                # output another graph reads, and no output of another graph is placed in it.
                 gch = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(gch, pool=pool):
                     self._chain_body(B)
