@@ -269,27 +269,40 @@ class DecodeGraphs:
                 return False
         return True
 
-    def _fill_target(self, reqs) -> None:
+    def _known_fields(self, reqs) -> dict[str, np.ndarray]:
+        """The fields the host knows of a step before its predecessor's results: block tables,
+        drafting capacities, state slots (every position saved)."""
         L, W, bs, n = self.L, self.W, self.bs, len(reqs)
+        vals = {}
+        if self.runner.drafter is not None:
+            vals["capacity_tokens"] = np.fromiter((min(map(len, sr.block_ids.values())) * bs for sr in reqs),
+                                                  dtype=np.int64, count=n)
+        for g in self.attn_gids:
+            vals[f"table{g}"] = np.array([[*t, *[0] * (W - len(t))] for t in (sr.block_ids[g] for sr in reqs)],
+                                         dtype=np.int64)
+        save = np.ones((n, L), dtype=np.int64)
+        for s in self.state_gids:
+            vals[f"dst{s}"] = np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64)
+            vals[f"save{s}"] = save
+        return vals
+
+    def _fill_target(self, reqs) -> None:
+        L, bs, n = self.L, self.bs, len(reqs)
+        vals = self._known_fields(reqs)
         nc = np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n)
         pos = nc[:, None] + np.arange(L)
         ids = np.fromiter(chain.from_iterable(sr.token_ids for sr in reqs), dtype=np.int64, count=n * L)
-        vals = {"ids": np.maximum(ids, 0), "pos": pos.reshape(-1), "seq_lens": nc + L}
+        vals |= {"ids": np.maximum(ids, 0), "pos": pos.reshape(-1), "seq_lens": nc + L}
         if self.runner.drafter is not None:
             vals["drafts"] = np.array([sr.spec_token_ids for sr in reqs], dtype=np.int64)
-            vals["capacity_tokens"] = np.fromiter((min(map(len, sr.block_ids.values())) * bs for sr in reqs),
-                                                  dtype=np.int64, count=n)
         rows = np.arange(n)[:, None]
         for g in self.attn_gids:
-            table = np.array([[*t, *[0] * (W - len(t))] for t in (sr.block_ids[g] for sr in reqs)], dtype=np.int64)
-            vals[f"table{g}"] = table
-            vals[f"blk{g}"] = table[rows, pos // bs].reshape(-1)
+            vals[f"blk{g}"] = vals[f"table{g}"][rows, pos // bs].reshape(-1)
             vals[f"row{g}"] = (pos % bs).reshape(-1)
         first = np.fromiter((self.runner.state_index(sr) for sr in reqs), dtype=np.int64, count=n)
-        fresh, save = (nc == 0).astype(np.int64), np.ones((n, L), dtype=np.int64)
+        fresh = (nc == 0).astype(np.int64)
         for s in self.state_gids:
-            slots = np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64)
-            vals |= {f"src{s}": slots[np.arange(n), first], f"fresh{s}": fresh, f"dst{s}": slots, f"save{s}": save}
+            vals |= {f"src{s}": vals[f"dst{s}"][np.arange(n), first], f"fresh{s}": fresh}
         self.meta.fill(vals)
 
     def _fill_draft(self, reqs, sampled: dict[str, list[int]], accepted: dict[str, int]) -> list[int]:
@@ -336,28 +349,9 @@ class DecodeGraphs:
         return self._execute_two_syncs(reqs, params, generators, acceptance, result)
 
     def _execute_one_sync(self, reqs, result):
-        """Target, verify and drafter graphs back to back, then one read of the step's results."""
-        n = len(reqs)
-        B = next(s for s in self.sizes if s >= n)
-        self._fill_target(reqs)
-        graph_target, graph_draft = self.graphs[B]
-        if graph_target is None:
-            aux = self._target_body(B)
-            self._verify_body(B)
-            self._commit_body(B)
-            self._draft_body(B, aux)
-        else:
-            graph_target.replay()
-            self.verify_graphs[B].replay()
-            self.commit_graphs[B].replay()
-            graph_draft.replay()
-        rows = self.tokens.read(n)                                  # the step's one sync
-        sampled, drafts = unpack(rows, [sr.req_id for sr in reqs])
-        result.sampled.update(sampled)
-        result.drafts = drafts
-        result.num_draft_tokens += sum(1 for sr in reqs for d in sr.spec_token_ids if d >= 0)
-        result.num_accepted_tokens += int(rows.accepted.sum())
-        return result
+        """Target, verify, commit and drafter graphs back to back, then one read of the step's
+        results: a launched step collected at once."""
+        return self.collect(self.launch(reqs), result)
 
     # -- a pipelined step (async scheduling) ---------------------------------------------------
     def can_chain(self, reqs, prev: "LaunchedStep") -> bool:
@@ -412,21 +406,13 @@ class DecodeGraphs:
         return result
 
     def _fill_chained(self, reqs, prev: "LaunchedStep") -> None:
-        """What the host knows of a chained step: block tables, capacities, state slots, the
-        optimistic num_computed_tokens and each request's row in `prev`; the rest is
-        `_chain_body`'s."""
-        W, bs, n, L = self.W, self.bs, len(reqs), self.L
-        vals = {"prev_row": np.fromiter((prev.row_of[sr.req_id] for sr in reqs), dtype=np.int64, count=n),
-                "nc_opt": np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n),
-                "capacity_tokens": np.fromiter((min(map(len, sr.block_ids.values())) * bs for sr in reqs),
-                                               dtype=np.int64, count=n)}
-        for g in self.attn_gids:
-            vals[f"table{g}"] = np.array([[*t, *[0] * (W - len(t))] for t in (sr.block_ids[g] for sr in reqs)],
-                                         dtype=np.int64)
-        zeros, save = np.zeros(n, dtype=np.int64), np.ones((n, L), dtype=np.int64)
-        for s in self.state_gids:
-            vals |= {f"dst{s}": np.array([sr.state_block_ids[s][:L] for sr in reqs], dtype=np.int64),
-                     f"fresh{s}": zeros, f"save{s}": save}
+        """What the host knows of a chained step (`_known_fields`), the optimistic
+        num_computed_tokens and each request's row in `prev`; the rest is `_chain_body`'s."""
+        n = len(reqs)
+        vals = self._known_fields(reqs)
+        vals |= {"prev_row": np.fromiter((prev.row_of[sr.req_id] for sr in reqs), dtype=np.int64, count=n),
+                 "nc_opt": np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n),
+                 **{f"fresh{s}": np.zeros(n, dtype=np.int64) for s in self.state_gids}}
         self.meta.fill(vals)
 
     def _execute_two_syncs(self, reqs, params, generators, acceptance, result):
