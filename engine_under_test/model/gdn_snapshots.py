@@ -36,9 +36,11 @@ import triton.language as tl
 
 from engine_under_test.model.deferred_states import KeptInputs
 
-# Each program owns BLOCK_V value rows of one value head's [Dv, Dk] state and runs NUM_WARPS warps
-# (benchmarks/gpu_gdn_sweep.py times the choices on one H200).
-BLOCK_V = 8
+# Each program owns BLOCK_V (the commit: COMMIT_BLOCK_V) value rows of one value head's [Dv, Dk]
+# state and runs NUM_WARPS warps. benchmarks/gpu_gdn_sweep.py times the choices on one H200: at 32
+# sequences the verify pass is fastest at 16 rows, the commit (a state read and write) at 8.
+BLOCK_V = 16
+COMMIT_BLOCK_V = 8
 NUM_WARPS = 1
 
 try:
@@ -203,7 +205,7 @@ def gdn_snapshots(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Te
 
 
 def gdn_commit(keep: KeptInputs, ssm_pool: torch.Tensor, src_slots: torch.Tensor, fresh: torch.Tensor,
-               dst_slots: torch.Tensor, accepted: torch.Tensor, block_v: int = BLOCK_V,
+               dst_slots: torch.Tensor, accepted: torch.Tensor, block_v: int = COMMIT_BLOCK_V,
                num_warps: int = NUM_WARPS) -> None:
     """The state after position accepted[n] of a deferred pass (`gdn_snapshots(keep=...)`),
     written into pool block dst_slots[n, accepted[n]]: the pass's initial state replayed

@@ -116,6 +116,11 @@ class DecodeGraphs:
         self.argmax, self.draft_argmax = self.tokens.argmax, self.tokens.drafts
         # the verify pass writes no recurrent state; the commit writes the accepted one
         self.deferred = DeferredStates(Bm) if self.runner.drafter is not None else None
+        self.chain_fields = None
+        if self.runner.drafter is not None and dev.type == "cuda":
+            from engine_under_test.runtime.chain_kernel import ChainFields
+
+            self.chain_fields = ChainFields(self.meta.offsets, self.attn_gids, self.state_gids, W, dev)
 
     # -- the captured bodies -----------------------------------------------------------------
     def _target_body(self, B: int) -> torch.Tensor | None:
@@ -136,7 +141,7 @@ class DecodeGraphs:
         r = self.runner
         hidden, aux = r.target(m.view("ids")[:T], batch, r.kv, r.state, r.aux_layer_ids)
         torch.mm(hidden, r.target.lm_head.weight.t(), out=self.logits[:T])
-        torch.argmax(self.logits[:T], dim=-1, out=self.argmax[:T])
+        _argmax(self.logits[:T], self.argmax[:T])
         return aux
 
     def _verify_body(self, B: int) -> None:
@@ -165,6 +170,13 @@ class DecodeGraphs:
         (runtime/chained_inputs.py): rows with prev_row >= 0 get their ids, positions, KV
         (block, row), sequence length, drafts and state source; the others keep the host's."""
         m, L, k = self.meta, self.L, self.k
+        if self.chain_fields is not None:     # CUDA: one kernel (runtime/chain_kernel.py), same values
+            from engine_under_test.runtime.chain_kernel import chain_in_place
+
+            t = self.tokens
+            chain_in_place(m.device_buffer, self.chain_fields, t.argmax, t.accepted, t.drafting, t.drafts, B, k,
+                           self.bs)
+            return
         valid, vals = chain_inputs(self.tokens.argmax, self.tokens.accepted, self.tokens.drafting, self.tokens.drafts,
                                    m.view("prev_row")[:B], m.view("nc_opt")[:B],
                                    {g: m.view(f"table{g}")[:B] for g in self.attn_gids},
@@ -185,7 +197,7 @@ class DecodeGraphs:
         hidden = r.drafter(d.view("q_ids")[:Q], batch, r.kv)
         rows = hidden.view(B, k + 1, -1)[:, 1:].reshape(B * k, -1)
         torch.mm(rows, r.drafter.lm_head.weight.t(), out=self.logits[:B * k])
-        torch.argmax(self.logits[:B * k], dim=-1, out=self.draft_argmax[:B * k])
+        _argmax(self.logits[:B * k], self.draft_argmax[:B * k])
 
     @torch.inference_mode()
     def capture(self) -> None:
@@ -458,3 +470,15 @@ class LaunchedStep:
         self.reqs, self.pending, self.prev = list(reqs), pending, prev
         self.row_of = {sr.req_id: b for b, sr in enumerate(self.reqs)}
         self.rows = None                   # StepResultRows, once collected
+
+
+def _argmax(logits: torch.Tensor, out: torch.Tensor) -> None:
+    """out <- logits.argmax(-1): on CUDA the two-stage kernel (model/argmax_kernel.py, the same
+    answer: torch.argmax runs one program per row, which leaves most of the chip idle at a few
+    hundred rows of 248k columns), else torch's."""
+    if logits.is_cuda:
+        from engine_under_test.model.argmax_kernel import argmax_rows
+
+        argmax_rows(logits, out)
+    else:
+        torch.argmax(logits, dim=-1, out=out)
