@@ -67,7 +67,8 @@ def _bands():
 
 def judge_against_golden(golden, ref: dict) -> None:
     """--snapshot-update records the ladder as the golden; otherwise the run is judged against it
-    within the bands of README.md (`bands.judge`): another kind of card is not compared."""
+    within the bands of README.md (`bands.judge`): another kind of card is not compared. Either way
+    syrupy counts the golden as used (a passing run exits 0)."""
     from conformance.goldens import GOLDEN_FORMAT, golden_path, read_golden_text
 
     bands = _bands()
@@ -78,8 +79,12 @@ def judge_against_golden(golden, ref: dict) -> None:
     path = golden_path(golden)
     if not path.is_file():
         pytest.fail(f"no throughput golden at {path}: record one on this card with --snapshot-update", pytrace=False)
-    verdict = bands.judge(read_golden_text(path.read_text(), str(path)), view)
+    recorded = read_golden_text(path.read_text(), str(path))
+    verdict = bands.judge(recorded, view)
     print(f"throughput vs golden: {verdict.status}: {verdict.message}")
+    # the judgement read the golden: tell syrupy so (it is the file syrupy holds, so this holds unless
+    # the file is not what --snapshot-update writes), else a run that passes exits 1, the golden unused
+    assert golden == recorded, f"{path} is not as --snapshot-update writes it: record it again"
     if verdict.status != "not_comparable":
         assert verdict.passed, verdict.message
 
