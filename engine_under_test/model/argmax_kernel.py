@@ -68,6 +68,8 @@ def argmax_rows(x: torch.Tensor, out: torch.Tensor, block_cols: int = BLOCK_COLS
     if x.stride(1) != 1 or out.shape != (R,) or not out.is_contiguous() or out.dtype.is_floating_point:
         raise ValueError(f"argmax_rows: x [R, C] with contiguous columns and out [R] integer contiguous, got "
                          f"x {tuple(x.shape)} strides {x.stride()}, out {tuple(out.shape)} {out.dtype}")
+    if R == 0:
+        return out
     chunks = triton.cdiv(C, block_cols)
     part_key = torch.empty(R * chunks, dtype=torch.int32, device=x.device)
     part_col = torch.empty(R * chunks, dtype=torch.int32, device=x.device)
