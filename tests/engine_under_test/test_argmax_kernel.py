@@ -15,11 +15,11 @@ pytest.importorskip("triton")
 if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs CUDA or TRITON_INTERPRET=1", allow_module_level=True)
 
-from engine_under_test.model.argmax_kernel import argmax_rows  # noqa: E402
+from engine_under_test.model.argmax_kernel import BLOCK_COLS, argmax_rows  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-# (rows, columns, chunk): the 2b vocabulary on CUDA; small chunks under the interpreter
-SHAPE = (37, 248320, 8192) if DEVICE == "cuda" else (9, 1000, 128)
+# (rows, columns, chunk): the 2b vocabulary and the engine's chunk on CUDA; small chunks under the interpreter
+SHAPE = (37, 248320, BLOCK_COLS) if DEVICE == "cuda" else (9, 1000, 128)
 
 
 def _logits(dtype: torch.dtype, seed: int) -> torch.Tensor:
