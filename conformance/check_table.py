@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
 from conformance import verdicts as v
+from conformance.live import checks as lc
 from conformance.golden_doc import GoldenFormatError, GoldenMissingError
 from conformance.verdicts import FAIL, MISSING_GOLDEN, SKIP, SUITE_SECTIONS, Verdict
 
@@ -47,6 +48,7 @@ class CheckInput:
     other: dict[str, Any] | None = None      # the oracle's document (golden or live), None if none
     source: str = ""                         # where `other` came from
     partner: dict[str, Any] | None = None    # the same engine's observation of the partner case
+    is_oracle: bool = False                  # the judged engine's role is oracle
 
 
 @dataclass(frozen=True)
@@ -97,17 +99,77 @@ CHECKS: tuple[CheckSpec, ...] = (
               lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
 )
 
-# Run mode: judged on a live observation (`conformance ladder`, the GPU nightly), from what was measured
-# outside the engine (harness.live_sampler); a plan cannot show these.
+# Run mode: judged on a live observation (`conformance run --live`, `pytest suites/live -m gpu`,
+# `conformance ladder`), from what was measured outside the engine and against the oracle's live figures
+# (conformance.live.checks): its observation of the same run on the same card, else its live golden.
 LIVE_CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec("live.device_memory_within_bound", "live", BOTH,
-              lambda i: v.live_device_memory_within_bound(i.obs, i.case_spec)),
+    CheckSpec(lc.GOLDEN, "live", BOTH, lambda i: lc.live_golden(i.obs, i.other, i.case_spec, False, i.source),
+              golden=True),
+    CheckSpec(lc.ACCEPTANCE, "live", (UNDER_TEST,),
+              lambda i: lc.acceptance_equals_oracle(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+    CheckSpec(lc.THROUGHPUT, "live", (UNDER_TEST,),
+              lambda i: lc.throughput_parity(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
+              against="vllm"),
+    CheckSpec(lc.PLAN, "live", (UNDER_TEST,), lambda i: lc.plan_matches_run(i.obs, i.case_spec)),
+    CheckSpec(lc.MEMORY, "live", BOTH, lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, i.is_oracle),
+              against="vllm", needs_against=False),
     CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec)),
 )
+SAME_RUN = "measured in this run"
 
 
-def judge_live(obs: dict[str, Any], case_spec: dict[str, Any]) -> list[Verdict]:
-    return [c.run(CheckInput(obs, dict(case_spec))) for c in LIVE_CHECKS]
+def oracle_live_document(oracle: str, case_id: str, lookup: "GoldenLookup",
+                         live: "LiveLookup") -> tuple[dict[str, Any] | None, str]:
+    """The oracle's live figures for a case: its run observation of this run (the same card, minutes
+    apart: engines compare as ratios measured in one run), else its live golden, else None and why."""
+    obs = live(oracle, case_id)
+    if obs is not None and obs.get("status") == "ok":
+        return obs, f"{SAME_RUN}: {oracle} {obs['engine']['version']} on {(obs.get('device') or {}).get('hardware')}"
+    try:
+        golden = lookup("live", oracle, case_id)
+    except GoldenFormatError as exc:
+        return None, str(exc)
+    return golden, f"{oracle} {(golden.get('engine') or {}).get('version')} live golden " \
+                   f"(recorded on {((golden.get('live') or {}).get('hardware'))})"
+
+
+def judge_live(obs: dict[str, Any], case_spec: dict[str, Any], role: str = UNDER_TEST,
+               lookup: "GoldenLookup | None" = None, live: "LiveLookup | None" = None) -> list[Verdict]:
+    """Every live check of one engine's run observation (see LIVE_CHECKS); `lookup` finds goldens
+    (default: the repository's), `live` the other engines' run observations of the same run."""
+    if lookup is None:
+        from conformance.goldens import find_golden
+
+        lookup = find_golden
+    live = live or (lambda engine, case_id: None)
+    engine, out = obs["engine"]["name"], []
+    for check in LIVE_CHECKS:
+        if role not in check.judges:
+            continue
+        if check.golden:
+            try:
+                golden, why = lookup("live", engine, obs["case_id"]), ""
+            except GoldenFormatError as exc:
+                golden, why = None, str(exc)
+                if not isinstance(exc, GoldenMissingError):
+                    out.append(Verdict(check.name, engine, obs["case_id"], FAIL, f"unreadable live golden: {exc}",
+                                       cause=UNREADABLE_GOLDEN))
+                    continue
+            out.append(lc.live_golden(obs, golden, dict(case_spec), role == ORACLE, why))
+            continue
+        other, source = None, ""
+        if check.against:
+            other, source = oracle_live_document(check.against, obs["case_id"], lookup, live)
+            if other is None and check.needs_against:
+                if (case_spec.get("live") or {}).get("device") == "cpu":   # no oracle serves on a CPU
+                    out.append(Verdict(check.name, engine, obs["case_id"], SKIP, f"a case served on a CPU: no oracle "
+                                       f"serves it, so there are no {check.against} figures to compare with ({source})"))
+                else:
+                    out.append(Verdict(check.name, engine, obs["case_id"], FAIL, f"nothing to compare with: {source}; "
+                                       f"and {check.against} was not served in this run", cause=MISSING_GOLDEN))
+                continue
+        out.append(check.run(CheckInput(obs, dict(case_spec), other, source, is_oracle=role == ORACLE)))
+    return out
 
 
 GoldenLookup = Callable[[str, str, str], dict[str, Any]]          # (suite, engine, case_id) -> golden; raises
@@ -215,6 +277,9 @@ def judge_run(cases: Iterable[Mapping[str, Any]], observations: Mapping[tuple[st
             if cid != case["id"]:
                 continue
             role = roles.get(engine, UNDER_TEST)
+            if obs.get("mode") == "run":   # served live: the live checks, against the oracle's live figures
+                out += judge_live(obs, dict(case), role, lookup, live)
+                continue
             for check in CHECKS:
                 if not check.applies(role, cid):
                     continue

@@ -19,6 +19,11 @@ def cases_dir() -> Path:
     return REPO_ROOT / "suites" / "cases"
 
 
+def live_cases_dir() -> Path:
+    """The cases served live (`conformance run --live`, `pytest suites/live`): suites/live/cases."""
+    return REPO_ROOT / "suites" / "live" / "cases"
+
+
 def goldens_dir() -> Path:
     """The recorded goldens; `DFLASH_CONFORMANCE_GOLDENS` overrides (tests of the golden machinery)."""
     override = os.environ.get("DFLASH_CONFORMANCE_GOLDENS")

@@ -39,6 +39,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--parity-report", default=None, metavar="DIR", help="write the HTML parity report here")
     g.addoption("--verdicts-out", default=None, metavar="FILE",
                 help="write every suite verdict (check, engine, case, outcome) here as JSON lines")
+    g.addoption("--live-set", action="append", default=[], metavar="KEY=VALUE",
+                help="live suite: override a manifest placeholder (e.g. vllm=DIR/bin/vllm)")
+    g.addoption("--oracle-pack", action="append", default=[], metavar="DIR",
+                help="live suite: an oracle installed from `conformance envs pack` (its versions and deviations "
+                     "go into the observation's provenance)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -101,12 +106,59 @@ def _table_params(check_specs, engines: dict[str, EngineFile], cases: list[Case]
                     yield pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}")
 
 
+def _live_cases(config: pytest.Config) -> list[Case]:
+    pats = [p.strip() for p in config.getoption("--cases").split(",") if p.strip()]
+    return [c for c in select_by_patterns(load_all(paths.live_cases_dir()), pats) if c.spec.get("live")]
+
+
+_CUDA = pytest.StashKey[bool]()
+
+
+def _live_marks(config: pytest.Config, case: Case) -> list:
+    """A case served on cuda is a GPU test, skipped at collection on a host without one (a test skipped
+    after it took its golden fixture would count the golden unused, and an update would delete it)."""
+    if (case.spec["live"].get("device") or "cuda") != "cuda":
+        return []
+    if _CUDA not in config.stash:
+        from conformance.gpu_pinning import nvidia_smi_count
+
+        config.stash[_CUDA] = nvidia_smi_count() > 0
+    return [pytest.mark.gpu, pytest.mark.skipif(not config.stash[_CUDA], reason="a live case served on cuda: needs a GPU")]
+
+
+def _serves(engine: EngineFile, case: Case) -> bool:
+    """Engines with a `live:` section serve live cases; oracles serve only cases on a GPU (no oracle of this
+    framework serves on a CPU, so a CPU case has no oracle figures)."""
+    return bool(engine.live) and (engine.role != "oracle" or case.spec["live"].get("device", "cuda") == "cuda")
+
+
+def _generate_live(metafunc: pytest.Metafunc, kind: str, engines: dict[str, EngineFile]) -> None:
+    from conformance.check_table import LIVE_CHECKS
+
+    cases = _live_cases(metafunc.config)
+    if kind == "live-table":
+        params = [pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}",
+                               marks=_live_marks(metafunc.config, c))
+                  for check in LIVE_CHECKS if not check.golden for name, e in engines.items() for c in cases
+                  if _serves(e, c) and check.applies(e.role, c.id)]
+        metafunc.parametrize(("check", "engine", "case"), params or [pytest.param(None, None, None, marks=pytest.mark.skip(
+            reason="no (live check, engine, live case) selected"), id="none")])
+        return
+    params = [pytest.param(name, c, id=f"{name}-{c.id}", marks=_live_marks(metafunc.config, c))
+              for name, e in engines.items() for c in cases if _serves(e, c)]
+    metafunc.parametrize(("engine", "case"), params or [pytest.param(None, None, marks=pytest.mark.skip(
+        reason="no (engine, live case) selected"), id="none")])
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from conformance.suite import KIND_ATTR, SUITE_ATTR
 
     if not {"engine", "case"} <= set(metafunc.fixturenames):
         return
     engines = _selected_engines(metafunc.config)
+    if getattr(metafunc.function, KIND_ATTR, None) in ("live-golden", "live-table"):
+        _generate_live(metafunc, getattr(metafunc.function, KIND_ATTR), engines)
+        return
     cases = list(_all_cases(metafunc.config).values())
     suite = getattr(metafunc.function, SUITE_ATTR, None)
     kind = getattr(metafunc.function, KIND_ATTR, None)
@@ -163,6 +215,30 @@ class ConformanceSession:
         from conformance.goldens import find_golden
 
         self.golden_lookup = memoized(find_golden)   # (suite, engine, case_id) -> golden, read once
+        self._served: dict[tuple[str, str], dict[str, Any]] = {}
+        self._live_cases = {c.id: c for c in _live_cases(config)}
+
+    def serve(self, engine: str, case: Case) -> dict[str, Any]:
+        """The engine's run observation of a live case (`live.measure`), served once per session."""
+        key = (engine, case.id)
+        if key not in self._served:
+            from conformance.commands.ladder import _overrides
+            from conformance.live.measure import measure, pack_provenance
+
+            spec = self.engines[engine]
+            packs = [Path(p) for p in self.config.getoption("--oracle-pack")]
+            pack = next((p for p in packs if pack_provenance(p)[0].get("engine") == spec.name), None)
+            log_dir = Path(self.store.root) / "live" / engine
+            self._served[key] = measure(spec, case, _overrides(self.config.getoption("--live-set")), log_dir,
+                                        pack_dir=pack)
+        return self._served[key]
+
+    def served_lookup(self, engine: str, case_id: str) -> dict[str, Any] | None:
+        """Another engine's run observation of this session (served now if it is selected and serves it)."""
+        spec, case = self.engines.get(engine), self._live_cases.get(case_id)
+        if spec is None or case is None or not _serves(spec, case):
+            return None
+        return self.serve(engine, case)
 
     def engine(self, name: str) -> EngineFile:
         return self.engines[name]

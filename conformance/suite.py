@@ -60,3 +60,44 @@ def table_test(suite: str) -> Callable[..., None]:
     setattr(test, SUITE_ATTR, suite)
     setattr(test, KIND_ATTR, "table")
     return test
+
+
+def live_golden_test() -> Callable[..., None]:
+    """`live.golden`: every engine served on every live case against its own live golden (intervals, the
+    case's regression band). Under --snapshot-update it records the golden instead."""
+    def test(engine: str, case, conformance_session, golden, request: pytest.FixtureRequest) -> None:
+        from conformance.live.golden import check_live_golden
+
+        obs = conformance_session.serve(engine, case)
+        _attach(request, engine, case, obs)
+        role = conformance_session.engine(engine).role
+        record(request, check_live_golden(golden, obs, dict(case.spec, id=case.id), role == ORACLE))
+
+    test.__doc__ = live_golden_test.__doc__
+    setattr(test, SUITE_ATTR, "live")
+    setattr(test, KIND_ATTR, "live-golden")
+    return test
+
+
+def live_table_test() -> Callable[..., None]:
+    """Every non-golden live check of conformance.check_table.LIVE_CHECKS that applies (suites/live/README.md)."""
+    def test(check: CheckSpec, engine: str, case, conformance_session, request: pytest.FixtureRequest) -> None:
+        from conformance.check_table import judge_live
+
+        s = conformance_session
+        obs = s.serve(engine, case)
+        _attach(request, engine, case, obs)
+        role = s.engine(engine).role
+        verdicts = [v for v in judge_live(obs, dict(case.spec, id=case.id), role, s.golden_lookup, s.served_lookup)
+                    if v.check == check.name]
+        record(request, verdicts[0] if verdicts else None)
+
+    test.__doc__ = live_table_test.__doc__
+    setattr(test, SUITE_ATTR, "live")
+    setattr(test, KIND_ATTR, "live-table")
+    return test
+
+
+def _attach(request: pytest.FixtureRequest, engine: str, case, obs: dict[str, Any]) -> None:
+    request.node.user_properties += [("engine", engine), ("case_id", case.id),
+                                     ("observation", json.dumps(obs, sort_keys=True))]

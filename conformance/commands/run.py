@@ -31,9 +31,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-build", action="store_true",
                    help="skip an oracle whose venv is not cached instead of building it")
     p.add_argument("--cases-dir", type=Path, help="case directory (default suites/cases)")
+    p.add_argument("--live", action="store_true",
+                   help="serve the live cases (default: tag live) on every engine with a `live:` section, oracles "
+                        "first, and judge them with the live checks (a GPU host for cuda cases)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="live: override a manifest placeholder (e.g. vllm=DIR/bin/vllm)")
+    p.add_argument("--oracle-pack", action="append", default=[], type=Path, metavar="DIR",
+                   help="live: an oracle installed from `conformance envs pack`: its versions and its deviations "
+                        "from the oracle's defaults go into the observation's provenance")
 
 
 def run(args: argparse.Namespace) -> int:
+    from conformance.commands.ladder import _overrides
+
     options = RunOptions(case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
-                         no_build=args.no_build, cases_dir=args.cases_dir)
+                         no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
+                         overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack))
     return run_job(options, Console(stderr=False))

@@ -47,3 +47,29 @@ def describe(device: str) -> str:
     except OSError:
         pass
     return f"CPU: {model} ({os.cpu_count()} cores)"
+
+
+def describe_with_versions(device: str) -> str:
+    """`describe(device)` with the driver and CUDA versions (NVML) and this process's torch: `one NVIDIA H200
+    (139.8 GiB) [...], driver 580.159.04, CUDA 13.0, torch 2.11.0+cu130`. An engine that runs from an oracle
+    pack has its own torch: the observation's provenance.environment names it."""
+    words = describe(device)
+    try:
+        import torch
+
+        torch_words = f"torch {torch.__version__}"
+        cuda = torch.version.cuda
+    except ImportError:
+        torch_words, cuda = "no torch", None
+    if device != "cuda":
+        return f"{words}, {torch_words}"
+    driver = "unknown"
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+    except Exception:  # noqa: BLE001 - NVML absent: the driver is reported unknown
+        pass
+    return f"{words}, driver {driver}, CUDA {cuda}, {torch_words}"

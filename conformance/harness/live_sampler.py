@@ -5,7 +5,8 @@ its own, the device memory of the engine's whole process tree from NVML (every G
 context included: NVML's per-process figure) and the engine's running-requests gauge from its
 /metrics (when the manifest names one). `mark(label)` tags the samples that follow ("idle", then
 one label per rung); `summary()` returns, per label, the peak device bytes and the most requests
-running, plus the device's total memory and how the figures were measured ("nvml", or why not).
+running, plus the device's total memory (NVML's, and the CUDA runtime's: NVML's less what the driver
+reserves) and how the figures were measured ("nvml", or why not).
 It never raises into the ladder: a figure it cannot read is None with the reason in `notes`.
 """
 
@@ -42,9 +43,23 @@ def process_tree(root_pid: int) -> set[int]:
     return out
 
 
+def _cuda_runtime_total(nv, handles: list) -> int | None:
+    """The device memory the CUDA runtime reports as total (`cudaMemGetInfo`, `torch.cuda.mem_get_info()[1]`,
+    what vLLM multiplies gpu_memory_utilization by): NVML's total less what the driver reserves (NVML's
+    v2 memory info), read without creating a CUDA context in this process. None where NVML has no v2."""
+    try:
+        total = 0
+        for h in handles:
+            info = nv.nvmlDeviceGetMemoryInfo(h, version=nv.nvmlMemory_v2)
+            total += int(info.total) - int(info.reserved)
+        return total or None
+    except Exception:  # noqa: BLE001 - an older NVML: the bound falls back to NVML's total, said so
+        return None
+
+
 class _Nvml:
     def __init__(self) -> None:
-        self.ok, self.note, self.total_bytes = False, "", None
+        self.ok, self.note, self.total_bytes, self.cuda_total_bytes = False, "", None, None
         try:
             import pynvml
 
@@ -52,6 +67,7 @@ class _Nvml:
             self.nv = pynvml
             self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
             self.total_bytes = sum(pynvml.nvmlDeviceGetMemoryInfo(h).total for h in self.handles) or None
+            self.cuda_total_bytes = _cuda_runtime_total(pynvml, self.handles)
             self.ok = bool(self.handles)
             self.note = "nvml" if self.ok else "nvml: no device"
         except Exception as exc:  # no pynvml, no driver, no GPU: the figure is not measured
@@ -128,5 +144,6 @@ class LiveSampler(threading.Thread):
                 s["peak_device_bytes"] = max(used, s["peak_device_bytes"] or 0)
             if running is not None:
                 s["max_running_requests"] = max(running, s["max_running_requests"] or 0)
-        return {"source": self._nvml.note, "device_total_bytes": self._nvml.total_bytes, "by_phase": by,
+        return {"source": self._nvml.note, "device_total_bytes": self._nvml.total_bytes,
+                "cuda_total_bytes": self._nvml.cuda_total_bytes, "by_phase": by,
                 "notes": self.notes, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

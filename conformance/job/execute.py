@@ -42,6 +42,9 @@ class RunOptions:
     reports_root: Path | None = None
     no_build: bool = False
     cases_dir: Path | None = None
+    live: bool = False                            # serve the live cases instead of planning (see run_live_engine)
+    overrides: tuple[tuple[str, str], ...] = ()   # live: manifest placeholders (KEY=VALUE), e.g. vllm=DIR/bin/vllm
+    packs: tuple[Path, ...] = ()                  # live: oracle packs (`conformance envs pack`), by their engine
 
 
 def _stamp() -> str:
@@ -76,8 +79,10 @@ def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
 def run_job(options: RunOptions, console: Console) -> int:
     from conformance.job.selection import select_cases, select_engines
 
-    cases, selection = select_cases(list(options.case_patterns), options.cases_dir)
+    cases, selection = select_cases(list(options.case_patterns), options.cases_dir, live=options.live)
     specs = select_engines(options.engines)
+    if options.live:   # oracles first: an engine under test is compared with them as measured in this run
+        specs = sorted(specs, key=lambda s: s.role != "oracle")
     names = [s.name for s in specs]
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
     run_dir = rundir.new_run_dir(reports_root)
@@ -94,7 +99,10 @@ def run_job(options: RunOptions, console: Console) -> int:
                           TimeElapsedColumn(), console=console) as progress:
                 tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
                 for entry, spec in zip(engines, specs):
-                    _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+                    if options.live:
+                        _serve_engine(entry, spec, cases, options, run_dir, log, progress, tasks[entry["name"]])
+                    else:
+                        _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
                     rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
                                              _meta(run_dir, selection, cases, engines, started))
         except KeyboardInterrupt:
@@ -155,6 +163,46 @@ def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], 
     plan_cases(spec, cases, on_observation=arrived, log_dir=run_dir / "logs" / spec.name)
     entry["state"] = "planned"
     progress.update(task, description=f"{spec.name}: done in {time.monotonic() - t0:.0f} s")
+
+
+def _pack_of(spec: EngineFile, packs: Sequence[Path]) -> Path | None:
+    from conformance.live.measure import pack_provenance
+
+    for pack in packs:
+        env, _ = pack_provenance(pack)
+        if env.get("engine") == spec.name:
+            return pack
+    return None
+
+
+def _serve_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], options: RunOptions, run_dir: Path,
+                  log: rundir.ObservationLog, progress: Progress, task) -> None:
+    """Live: serve every case on the engine (`live.measure`), one observation per case as it is measured."""
+    from conformance.live.measure import measure
+
+    if not spec.live:
+        entry["state"], entry["note"] = "skipped", "its engine file has no `live:` section"
+        progress.update(task, description=f"{spec.name}: skipped (no live section)", completed=len(cases))
+        return
+    entry["state"] = "running"
+    pack = _pack_of(spec, options.packs)
+    for case in cases:
+        progress.update(task, description=f"{spec.name}: serving {case.id}")
+
+        def rung(r: dict[str, Any], name: str = spec.name) -> None:
+            tps = r.get("output_tok_per_s")
+            progress.console.print(f"  {escape(name):<10} {escape(case.id):<32} c={r['concurrency']:<4} {r['status']:<6}"
+                                   + (f" {tps:.1f} tok/s" if tps else ""))
+
+        obs = measure(spec, case, dict(options.overrides), run_dir / "logs" / spec.name, on_rung=rung, pack_dir=pack)
+        log.append(obs)
+        progress.advance(task)
+        if obs["status"] != "ok":
+            first = (obs.get("message") or "").strip().splitlines()
+            progress.console.print(f"  {escape(spec.name):<10} {escape(case.id):<32} {obs['status']}: "
+                                   f"[dim]{escape(first[0][:160]) if first else ''}[/]")
+    entry["state"] = "planned"
+    progress.update(task, description=f"{spec.name}: served")
 
 
 def _default_reports_root() -> Path:

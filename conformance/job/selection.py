@@ -32,16 +32,24 @@ class Selection:
 
 
 DEFAULT_SELECTION = Selection(tags=("seed",), id_globs=("drafting-table-*",))
+DEFAULT_LIVE_SELECTION = Selection(tags=("live",), id_globs=())
 
 
-def select_cases(patterns: Sequence[str] | None, directory: Path | None = None) -> tuple[list[Case], str]:
-    """The cases to plan and a one-line description of the selection.
+def select_cases(patterns: Sequence[str] | None, directory: Path | None = None,
+                 live: bool = False) -> tuple[list[Case], str]:
+    """The cases to plan (`live`: to serve) and a one-line description of the selection.
 
-    `patterns`: globs over case ids, or paths to case files; none means `DEFAULT_SELECTION`.
+    `patterns`: globs over case ids, or paths to case files; none means `DEFAULT_SELECTION`
+    (`DEFAULT_LIVE_SELECTION` when live). Live runs keep only cases with a `live:` section.
     Raises ConformanceError when the selection is empty (a run that checks nothing must not pass)."""
+    default = DEFAULT_LIVE_SELECTION if live else DEFAULT_SELECTION
+    if live and directory is None:
+        from conformance import paths
+
+        directory = paths.live_cases_dir()
     if not patterns:
-        cases = [c for c in load_all(directory) if DEFAULT_SELECTION.matches(c)]
-        described = f"default ({DEFAULT_SELECTION.describe()})"
+        cases = [c for c in load_all(directory) if default.matches(c)]
+        described = f"default ({default.describe()})"
     else:
         files = [p for p in patterns if p.endswith((".yaml", ".yml")) and Path(p).is_file()]
         globs = [p for p in patterns if p not in files]
@@ -49,6 +57,9 @@ def select_cases(patterns: Sequence[str] | None, directory: Path | None = None) 
         if globs:
             cases += [c for c in select(load_all(directory), globs) if c.id not in {x.id for x in cases}]
         described = " ".join(patterns)
+    if live:
+        cases = [c for c in cases if c.spec.get("live")]
+        described += " (cases with a live section)"
     if not cases:
         known = ", ".join(c.id for c in load_all(directory))
         raise ConformanceError(f"--cases: no case matches {described} (known: {known})")

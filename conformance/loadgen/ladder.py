@@ -8,11 +8,14 @@ Nothing here raises for what the server does. Rung fields:
 
     mode (closed / open), concurrency (closed: the rung's; open: the cap, else the requests sent),
     status, message, output_tok_per_s (median over repeats), output_tok_per_s_repeats,
-    ttft_ms_median_repeats (each repeat's median TTFT: a first-seen-shape stall shows in one repeat only),
+    ttft_ms_median_repeats, tpot_ms_median_repeats, itl_ms_median_repeats (each repeat's median: a
+    first-seen-shape stall shows in one repeat only; the live parity intervals are computed over these),
     request_per_s, goodput_request_per_s (None without SLOs), num_requests, num_failed_requests,
     num_output_tokens, ttft_ms / tpot_ms / itl_ms / e2e_ms: {median, p10, p90, p99, num_samples} over
     every measured request, mean_acceptance_length (from the engine's /metrics counters over the
-    measured requests; None when the engine exposes none), wall_s (measured wall time, summed over
+    measured requests; None when the engine exposes none) and mean_acceptance_length_repeats (per
+    wave), accepted_per_pos (per draft position, the fraction of drafts accepted there, averaged over
+    waves; None without the engine's per-position counter), wall_s (measured wall time, summed over
     repeats), client {num_processes, event_loop}, records (every measured request, `record`'s disk
     format, with its `repeat`) and repeats_t0_wall_time_ns (each repeat's start in calendar time).
     Open loop adds request_rate_per_s, arrival (poisson / constant), burstiness, max_concurrency
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 from urllib.parse import urlsplit
 
 import httpx
@@ -33,7 +36,7 @@ import httpx
 from conformance.loadgen import event_loop
 from conformance.loadgen.arrivals import arrival_offsets_s
 from conformance.loadgen.driver import Job, JobResult
-from conformance.loadgen.prometheus import parse_samples
+from conformance.loadgen.prometheus import parse_labelled, parse_samples
 from conformance.loadgen.record import RequestRecord
 from conformance.loadgen.rung_stats import saturation_message, wave_figures
 from conformance.loadgen.settings import LOOPBACK_HOSTS, LoadgenSettings, MetricNames
@@ -55,25 +58,54 @@ def check_loopback(base_url: str) -> None:
         raise ValueError(f"loadgen drives loopback servers only; {base_url!r} is not on 127.0.0.1 / localhost / ::1")
 
 
-def _scrape(base_url: str) -> dict[str, float] | None:
+class Scrape(NamedTuple):
+    samples: dict[str, float]           # every metric, summed over label sets
+    per_pos: dict[int, float]           # accepted drafts by draft position (MetricNames.accepted_tokens_per_pos)
+
+
+def _scrape(base_url: str, names: MetricNames) -> Scrape | None:
     try:
         resp = httpx.get(f"{base_url}/metrics", timeout=10.0, trust_env=False)
     except (httpx.HTTPError, OSError):
         return None
-    return parse_samples(resp.text) if resp.status_code == 200 else None
+    if resp.status_code != 200:
+        return None
+    per_pos: dict[int, float] = {}
+    if names.accepted_tokens_per_pos:
+        for key, value in parse_labelled(resp.text, names.accepted_tokens_per_pos, "position").items():
+            if key.isdigit():
+                per_pos[int(key)] = value
+    return Scrape(parse_samples(resp.text), per_pos)
 
 
-def _acceptance_length(before: dict | None, after: dict | None, names: MetricNames, k: int) -> float | None:
+def _num_drafts(before: dict, after: dict, names: MetricNames, k: int) -> float | None:
+    """Verify steps that checked a draft over the interval: d(drafts), else d(draft tokens) / k."""
+    if names.drafts and names.drafts in after:
+        return after[names.drafts] - before.get(names.drafts, 0.0)
+    if names.draft_tokens and names.draft_tokens in after and k > 0:
+        return (after[names.draft_tokens] - before.get(names.draft_tokens, 0.0)) / k
+    return None
+
+
+def _accepted_per_pos(before: Scrape | None, after: Scrape | None, names: MetricNames, k: int) -> list[float] | None:
+    """Per draft position i (0 .. k-1): the fraction of drafts whose position i was accepted over the interval
+    (vLLM's per-position acceptance rate); None when the engine exposes no per-position counter."""
+    if before is None or after is None or not after.per_pos or k <= 0:
+        return None
+    drafts = _num_drafts(before.samples, after.samples, names, k)
+    if not drafts or drafts <= 0:
+        return None
+    return [(after.per_pos.get(i, 0.0) - before.per_pos.get(i, 0.0)) / drafts for i in range(k)]
+
+
+def _acceptance_length(before: Scrape | None, after: Scrape | None, names: MetricNames, k: int) -> float | None:
     if after is not None and names.acceptance_length_gauge and not names.accepted_tokens:
-        return after.get(names.acceptance_length_gauge)
+        return after.samples.get(names.acceptance_length_gauge)
     if before is None or after is None or not names.accepted_tokens:
         return None
-    accepted = after.get(names.accepted_tokens, 0.0) - before.get(names.accepted_tokens, 0.0)
-    if names.drafts and names.drafts in after:
-        drafts = after[names.drafts] - before.get(names.drafts, 0.0)
-    elif names.draft_tokens and names.draft_tokens in after and k > 0:
-        drafts = (after[names.draft_tokens] - before.get(names.draft_tokens, 0.0)) / k
-    else:
+    accepted = after.samples.get(names.accepted_tokens, 0.0) - before.samples.get(names.accepted_tokens, 0.0)
+    drafts = _num_drafts(before.samples, after.samples, names, k)
+    if drafts is None:
         return None
     return 1.0 + accepted / drafts if drafts > 0 else None
 
@@ -135,6 +167,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     t0_walls: list[int] = []
     waves: list[dict[str, Any]] = []
     accept_lengths: list[float] = []
+    accepted_per_pos: list[list[float]] = []     # per measured wave: the acceptance rate at each draft position
     loop_lags: list[float] = []
     message: str | None = None
     started = time.perf_counter()
@@ -148,7 +181,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
                 break
         if message:
             break
-        before = _scrape(base_url)
+        before = _scrape(base_url, names)
         tag = f"{key}-r{rep}"
         if rate is None:
             res = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body)
@@ -156,7 +189,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
             res = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body)
         records, t0 = res.records, res.t0_s
         loop_lags += res.loop_lag_s
-        after = _scrape(base_url)
+        after = _scrape(base_url, names)
         measured += records
         t0_walls.append(_wall_time_ns(t0))
         if settings.keep_records:
@@ -168,6 +201,9 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         a = _acceptance_length(before, after, names, k)
         if a is not None:
             accept_lengths.append(a)
+        per_pos = _accepted_per_pos(before, after, names, k)
+        if per_pos is not None:
+            accepted_per_pos.append(per_pos)
         if time.perf_counter() - started > settings.max_rung_duration_s:
             message = f"rung exceeded max_rung_duration_s={settings.max_rung_duration_s:g}"
             break
@@ -175,11 +211,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     itl = [x for r in ok for x in r.itl_s()]
     wall_s = sum(w["wall_s"] for w in waves)
     tok_per_s = [w["output_tok_per_s"] for w in waves if w["output_tok_per_s"] is not None]
-    ttft_medians_ms = []
-    for rep in range(len(waves)):
-        s = spread([r.ttft_s for r in measured[rep * n:(rep + 1) * n] if r.ttft_s is not None], 1e3)
-        if s:
-            ttft_medians_ms.append(s["median"])
+    per_wave_ms = _per_wave_medians_ms(measured, n, len(waves))
     rung: dict[str, Any] = {
         "mode": "closed" if rate is None else "open",
         "concurrency": concurrency,
@@ -187,7 +219,9 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         "message": message,
         "output_tok_per_s": None if message or not tok_per_s else spread(tok_per_s)["median"],
         "output_tok_per_s_repeats": tok_per_s,
-        "ttft_ms_median_repeats": ttft_medians_ms,
+        "ttft_ms_median_repeats": per_wave_ms["ttft"],
+        "tpot_ms_median_repeats": per_wave_ms["tpot"],
+        "itl_ms_median_repeats": per_wave_ms["itl"],
         "request_per_s": None if message or wall_s <= 0 else len(ok) / wall_s,
         "goodput_request_per_s": _median([w["goodput_request_per_s"] for w in waves]),
         "num_requests": len(measured),
@@ -198,6 +232,9 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         "itl_ms": spread(itl, 1e3),
         "e2e_ms": spread([r.e2e_s for r in ok], 1e3),
         "mean_acceptance_length": spread(accept_lengths)["median"] if accept_lengths else None,
+        "mean_acceptance_length_repeats": accept_lengths,
+        "accepted_per_pos": ([sum(w[i] for w in accepted_per_pos) / len(accepted_per_pos) for i in range(k)]
+                             if accepted_per_pos else None),
         "wall_s": wall_s,
         "client": {"num_processes": pool.num_processes, "event_loop": event_loop.loop_name()},
         "repeats_t0_wall_time_ns": t0_walls,
@@ -216,6 +253,21 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     if settings.keep_records:
         rung["records"] = disk
     return rung
+
+
+def _per_wave_medians_ms(measured: list[RequestRecord], n: int, num_waves: int) -> dict[str, list[float]]:
+    """Each measured wave's median TTFT, TPOT and ITL in ms (waves of `n` records, in order): one sample
+    per wave, the unit the live parity intervals are computed over."""
+    out: dict[str, list[float]] = {"ttft": [], "tpot": [], "itl": []}
+    for rep in range(num_waves):
+        wave = [r for r in measured[rep * n:(rep + 1) * n] if r.ok]
+        for key, values in (("ttft", [r.ttft_s for r in wave if r.ttft_s is not None]),
+                            ("tpot", [r.tpot_s for r in wave if r.tpot_s is not None]),
+                            ("itl", [x for r in wave for x in r.itl_s()])):
+            s = spread(values, 1e3)
+            if s:
+                out[key].append(s["median"])
+    return out
 
 
 def _median(xs: list[float | None]) -> float | None:

@@ -28,3 +28,27 @@ def parse_samples(text: str) -> dict[str, float]:
             continue
         out[name.strip()] = out.get(name.strip(), 0.0) + value
     return out
+
+
+def parse_labelled(text: str, name: str, label: str) -> dict[str, float]:
+    """{value of `label`: sample value} of metric `name`'s labelled samples (e.g. one per draft position).
+    A sample without the label, or with a value that is not a finite number, is skipped."""
+    out: dict[str, float] = {}
+    needle = f'{label}="'
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith(name + "{"):
+            continue
+        labels, _, rest = line[len(name) + 1:].partition("}")
+        start = labels.find(needle)
+        if start < 0:
+            continue
+        key = labels[start + len(needle):].split('"', 1)[0]
+        fields = rest.split()
+        try:
+            value = float(fields[0]) if fields else math.nan
+        except ValueError:
+            continue
+        if math.isfinite(value):
+            out[key] = out.get(key, 0.0) + value
+    return out

@@ -119,5 +119,6 @@ class MetricNames:
     accepted_tokens: str | None = None
     draft_tokens: str | None = None
     drafts: str | None = None
+    accepted_tokens_per_pos: str | None = None   # labelled by `position`: accepted drafts at each position
     acceptance_length_gauge: str | None = None
     extra: tuple[str, ...] = field(default_factory=tuple)

@@ -30,7 +30,7 @@ from typing import Any, Mapping
 import yaml
 
 from conformance import observation, paths
-from conformance.harness.hardware import describe
+from conformance.harness.hardware import describe_with_versions
 from conformance.harness.manifest import Manifest, manifest_from_engine_file
 from conformance.harness.live import run_live
 from conformance.cases import load_case
@@ -108,22 +108,8 @@ def plan_from_env(environ: Mapping[str, str]) -> ThroughputPlan:
 
 
 def hardware(device: str) -> str:
-    """`describe(device)` with the driver, CUDA and torch versions (the engine runs on this torch)."""
-    import torch
-
-    words = describe(device)
-    if device != "cuda" or not torch.cuda.is_available():
-        return f"{words}, torch {torch.__version__}"
-    driver = "unknown"
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        driver = driver.decode() if isinstance(driver, bytes) else driver
-    except Exception:  # noqa: BLE001 - NVML absent: the driver is reported unknown
-        pass
-    return f"{words}, driver {driver}, CUDA {torch.version.cuda}, torch {torch.__version__}"
+    """`describe_with_versions(device)`: the card, driver, CUDA and torch versions."""
+    return describe_with_versions(device)
 
 
 def scrub(value: Any, replacements: list[tuple[str, str]]) -> Any:

@@ -1,0 +1,98 @@
+"""Serve one live case on one engine: the run observation both faces judge (`conformance run --live`
+and `pytest suites/live`), so the two cannot measure differently.
+
+Contract: `measure(engine, case, ...)` returns one schema-valid run observation, whatever the engine
+does (`harness.live.run_live`): the case's ladder (`live.spec`) served through the engine file's
+`live:` section on the case's live device, with
+
+    engine.name            the engine file's name (a manifest may name the server otherwise)
+    device.hardware        the card, its driver and CUDA version, and the framework's torch
+    throughput.plan_expected  the startup figures the engine's own plan of the case predicts (engines
+                           under test with a `plan:` section; None otherwise): live.plan_matches_run
+    provenance.environment the oracle pack the engine ran from (versions of every package, the host's
+                           CUDA and driver) and provenance.deviations, each deviation from the oracle's
+                           defaults, when the engine ran from a pack (`pack_dir`)
+
+`expected_startup_figures(plan_obs, case_spec)` maps a plan observation to the startup figure names
+the shipped manifests read (vLLM's own definitions: kv_cache_tokens = int(max_concurrency x
+max_model_len)).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from conformance import observation
+from conformance.cases import Case
+from conformance.harness.engine_file import EngineFile
+from conformance.live.spec import live_spec
+
+UNDER_TEST = "under-test"
+PACK_FILE = "oracle-pack.json"
+
+
+def expected_startup_figures(plan_obs: dict[str, Any], case_spec: Mapping[str, Any]) -> dict[str, Any] | None:
+    """{figure: value} that a plan predicts an engine prints when it starts; None for a plan that failed."""
+    if plan_obs.get("status") != "ok":
+        return None
+    budget, memory = plan_obs.get("budget") or {}, plan_obs.get("memory") or {}
+    pool = memory.get("pool") or {}
+    seats = memory.get("max_concurrency")
+    max_model_len = (case_spec.get("scheduler") or {}).get("max_model_len")
+    return {
+        "kv_cache_tokens": int(seats * max_model_len) if seats is not None and max_model_len else None,
+        "max_concurrency": round(seats, 2) if seats is not None else None,
+        "max_num_scheduled_tokens": budget.get("max_num_scheduled_tokens"),
+        "max_num_seqs": budget.get("max_num_seqs"),
+        "max_active_seqs": budget.get("max_active_seqs"),
+        "num_blocks": pool.get("num_blocks"),
+        "block_size_tokens": pool.get("block_size_tokens"),
+    }
+
+
+def pack_provenance(pack_dir: Path) -> tuple[dict[str, Any], list[Any]]:
+    """(environment, deviations) recorded by `conformance envs pack` in `pack_dir/oracle-pack.json`."""
+    path = Path(pack_dir) / PACK_FILE
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not an oracle pack ({exc})") from None
+    env = {k: doc.get(k) for k in ("engine", "version", "python", "platform")}
+    env["packages"] = {p["name"]: p["version"] for p in doc.get("packages") or [] if isinstance(p, dict)}
+    env["left_out"] = doc.get("left_out") or []
+    return env, list(doc.get("deviations") or [])
+
+
+def _own_plan(engine: EngineFile, case: Case, log_dir: Path | None) -> dict[str, Any] | None:
+    from conformance.harness.plan_runner import plan_cases
+
+    obs = plan_cases(engine, [case], log_dir=log_dir / "plan" if log_dir else None)[0]
+    return expected_startup_figures(obs, case.spec)
+
+
+def measure(engine: EngineFile, case: Case, overrides: Mapping[str, Any] | None = None, log_dir: Path | None = None,
+            on_rung: Callable[[dict[str, Any]], None] = lambda r: None, pack_dir: Path | None = None) -> dict[str, Any]:
+    from conformance.harness.hardware import describe_with_versions
+    from conformance.harness.live import run_live
+    from conformance.harness.manifest import manifest_from_engine_file
+
+    spec = live_spec(case.spec)
+    if spec is None:
+        raise ValueError(f"case {case.id} has no `live:` section: it is not served live")
+    if not engine.live:
+        raise ValueError(f"{engine.path}: engine {engine.name} has no `live:` section: it cannot be served")
+    manifest = manifest_from_engine_file(engine.live, engine.path, engine.name)
+    values = {"device": spec.device, **dict(overrides or {})}
+    environment, deviations = pack_provenance(pack_dir) if pack_dir else (None, [])
+    obs = run_live(manifest, case.to_json(), spec.loadgen_settings(), values, log_dir, on_rung=on_rung)
+    obs["engine"]["name"] = engine.name
+    obs["device"]["hardware"] = describe_with_versions(str(values["device"]))
+    if environment is not None:
+        obs["provenance"]["environment"] = environment
+        obs["provenance"]["deviations"] = deviations
+    if obs.get("throughput") is not None:
+        obs["throughput"]["plan_expected"] = (_own_plan(engine, case, log_dir)
+                                              if engine.role == UNDER_TEST and engine.plan else None)
+    return observation.validate(obs, f"live run of {engine.name} on {case.id}")

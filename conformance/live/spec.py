@@ -1,0 +1,79 @@
+"""A case's `live:` section with its defaults: the ladder to serve and the bands the live checks use.
+
+Contract: `live_spec(case_spec)` returns a `LiveSpec`, or None for a case that is not run live (no
+`live:` section). Defaults, where the case says nothing:
+
+    num_repeats 3, num_warmup_waves 1, min_requests_per_slot 1, device cuda
+    parity      (same run, same card, engine / oracle)   tok/s >= 0.9 x, TTFT p50 <= 1.25 x,
+                                                          TPOT p50 <= 1.15 x, ITL p50 <= 1.15 x
+    regression  (an engine against its own live golden)  tok/s >= 0.75 x, TTFT p50 <= 1.75 x,
+                                                          TPOT p50 <= 1.35 x, ITL p50 <= 1.5 x
+    acceptance  mean length +- 0.1, each position's rate +- 0.05
+
+The regression band is the wider: a golden was recorded on another machine of the profile, and the
+same code moved by up to 0.81 x in tok/s, 1.62 x in TTFT, 1.26 x in TPOT and 1.39 x in ITL between
+two H200 machines (suites/results/throughput/README.md); the parity band compares two engines
+measured minutes apart on one card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from conformance.loadgen import LoadgenSettings
+
+
+@dataclass(frozen=True)
+class Band:
+    min_output_tok_per_s_ratio: float
+    max_ttft_ratio: float
+    max_tpot_ratio: float
+    max_itl_ratio: float
+
+    def merged(self, overrides: Mapping[str, float] | None) -> "Band":
+        return Band(**{**self.__dict__, **dict(overrides or {})})
+
+    # (figure, key in a rung's per-wave samples, limit, upper): what a band judges, in order
+    def limits(self) -> tuple[tuple[str, str, float, bool], ...]:
+        return (("output tok/s", "output_tok_per_s", self.min_output_tok_per_s_ratio, False),
+                ("TTFT p50", "ttft_ms_p50", self.max_ttft_ratio, True),
+                ("TPOT p50", "tpot_ms_p50", self.max_tpot_ratio, True),
+                ("ITL p50", "itl_ms_p50", self.max_itl_ratio, True))
+
+
+PARITY = Band(0.9, 1.25, 1.15, 1.15)
+REGRESSION = Band(0.75, 1.75, 1.35, 1.5)
+
+
+@dataclass(frozen=True)
+class LiveSpec:
+    concurrencies: tuple[int, ...]
+    device: str = "cuda"
+    num_repeats: int = 3
+    num_warmup_waves: int = 1
+    min_requests_per_slot: int = 1
+    request_timeout_s: float = 300.0
+    parity: Band = PARITY
+    regression: Band = REGRESSION
+    acceptance_mean_tolerance: float = 0.1
+    acceptance_per_position_tolerance: float = 0.05
+
+    def loadgen_settings(self) -> LoadgenSettings:
+        return LoadgenSettings(concurrencies=self.concurrencies, num_repeats=self.num_repeats,
+                               num_warmup_waves=self.num_warmup_waves, min_requests_per_slot=self.min_requests_per_slot,
+                               request_timeout_s=self.request_timeout_s)
+
+
+def live_spec(case_spec: Mapping[str, Any]) -> LiveSpec | None:
+    live = case_spec.get("live")
+    if not live:
+        return None
+    tol = live.get("acceptance_tolerance") or {}
+    return LiveSpec(concurrencies=tuple(int(c) for c in live["concurrencies"]), device=live.get("device", "cuda"),
+                    num_repeats=int(live.get("num_repeats", 3)), num_warmup_waves=int(live.get("num_warmup_waves", 1)),
+                    min_requests_per_slot=int(live.get("min_requests_per_slot", 1)),
+                    request_timeout_s=float(live.get("request_timeout_s", 300.0)),
+                    parity=PARITY.merged(live.get("parity")), regression=REGRESSION.merged(live.get("regression")),
+                    acceptance_mean_tolerance=float(tol.get("mean_length", 0.1)),
+                    acceptance_per_position_tolerance=float(tol.get("per_position", 0.05)))
