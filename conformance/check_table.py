@@ -108,7 +108,7 @@ LIVE_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(lc.ACCEPTANCE, "live", (UNDER_TEST,),
               lambda i: lc.acceptance_equals_oracle(i.obs, i.other, i.case_spec, i.source), against="vllm"),
     CheckSpec(lc.THROUGHPUT, "live", (UNDER_TEST,),
-              lambda i: lc.throughput_parity(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
+              lambda i: lc.throughput_parity(i.obs, i.other, i.case_spec, i.source, lc.same_card(i.obs, i.other)),
               against="vllm"),
     CheckSpec(lc.PLAN, "live", (UNDER_TEST,), lambda i: lc.plan_matches_run(i.obs, i.case_spec)),
     CheckSpec(lc.MEMORY, "live", BOTH, lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, i.is_oracle),
