@@ -232,7 +232,8 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         plan = parse_plan_figures(log_path.read_text(errors="replace"), m.startup_regexes)
         t1 = time.perf_counter()
         base_url = render(m.base_url, values, "base_url")
-        sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric)
+        sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric,
+                              device=str(values.get("device", "cuda")))
         sampler.start()
         sampler.wait_for_samples(2)   # the idle footprint, before any request
         phases = rung_phases(settings)

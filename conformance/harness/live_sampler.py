@@ -1,8 +1,9 @@
 """What a live engine really does, measured from outside while its ladder runs.
 
-Contract: `LiveSampler(pid, metrics_url, running_metric)` samples, every `interval_s` on a thread of
-its own, the device memory of the engine's whole process tree from NVML (every GPU; the CUDA
-context included: NVML's per-process figure) and the engine's running-requests gauge from its
+Contract: `LiveSampler(pid, metrics_url, running_metric, device=...)` samples, every `interval_s` on a
+thread of its own, the device memory of the engine's whole process tree from NVML (every GPU; the CUDA
+context included: NVML's per-process figure; an engine served on the CPU: the resident memory of the
+tree against the host's total) and the engine's running-requests gauge from its
 /metrics (when the manifest names one). `mark(label)` tags the samples that follow ("idle", then
 one label per rung); `summary()` returns, per label, the peak device bytes and the most requests
 running, plus the device's total memory (NVML's, and the CUDA runtime's: NVML's less what the driver
@@ -84,15 +85,46 @@ class _Nvml:
         return total
 
 
+class _HostMemory:
+    """An engine served on the CPU: its device is the host, so its footprint is the resident memory (VmRSS)
+    of its process tree and the total is the host's MemTotal (/proc). The CUDA runtime total is the same."""
+
+    def __init__(self) -> None:
+        self.ok, self.note, self.total_bytes = False, "", None
+        try:
+            with open("/proc/meminfo") as fh:
+                for line in fh:
+                    if line.startswith("MemTotal:"):
+                        self.total_bytes = int(line.split()[1]) * 1024
+            self.ok = self.total_bytes is not None
+            self.note = "host: VmRSS of the process tree (an engine served on the CPU)"
+        except (OSError, ValueError) as exc:
+            self.note = f"host memory not measured: {exc}"
+        self.cuda_total_bytes = self.total_bytes
+
+    def used_bytes(self, pids: set[int]) -> int | None:
+        total = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/status") as fh:
+                    for line in fh:
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) * 1024
+            except (OSError, ValueError):
+                continue   # the process ended between the listing and the read
+        return total
+
+
 class LiveSampler(threading.Thread):
-    def __init__(self, pid: int, metrics_url: str | None, running_metric: str | None, interval_s: float = 0.1):
+    def __init__(self, pid: int, metrics_url: str | None, running_metric: str | None, interval_s: float = 0.1,
+                 device: str = "cuda"):
         super().__init__(daemon=True, name="live-sampler")
         self.pid, self.metrics_url, self.running_metric, self.interval_s = pid, metrics_url, running_metric, interval_s
         self.label = "idle"
         self.samples: list[tuple[str, int | None, int | None]] = []
         self.notes: list[str] = []
         self._stop_event = threading.Event()
-        self._nvml = _Nvml()
+        self._memory = _HostMemory() if device == "cpu" else _Nvml()
         if not running_metric:
             self.notes.append("running requests not measured: the manifest names no metrics.running_requests gauge")
 
@@ -123,7 +155,7 @@ class LiveSampler(threading.Thread):
         with httpx.Client() as client:
             while not self._stop_event.is_set():
                 try:
-                    used = self._nvml.used_bytes(process_tree(self.pid))
+                    used = self._memory.used_bytes(process_tree(self.pid))
                 except Exception as exc:  # a driver hiccup must not stop the ladder
                     used = None
                     if len(self.notes) < 5:
@@ -144,6 +176,6 @@ class LiveSampler(threading.Thread):
                 s["peak_device_bytes"] = max(used, s["peak_device_bytes"] or 0)
             if running is not None:
                 s["max_running_requests"] = max(running, s["max_running_requests"] or 0)
-        return {"source": self._nvml.note, "device_total_bytes": self._nvml.total_bytes,
-                "cuda_total_bytes": self._nvml.cuda_total_bytes, "by_phase": by,
+        return {"source": self._memory.note, "device_total_bytes": self._memory.total_bytes,
+                "cuda_total_bytes": self._memory.cuda_total_bytes, "by_phase": by,
                 "notes": self.notes, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

@@ -168,10 +168,11 @@ def throughput_parity(obs: dict[str, Any], other: dict[str, Any] | None, case_sp
         return _verdict(THROUGHPUT, obs, FAIL, f"no rung measured by both this engine and {_name(other)} ({source})")
     outcome = _outcome(fold(outcomes))
     worst = [line for line, o in zip(lines, outcomes) if o == (I_FAIL if outcome == FAIL else I_INCONCLUSIVE)]
-    how = "measured on this card" if same_run else "another card of the profile: band widened by the run-to-run noise"
+    how = ("" if source.startswith("measured in this run") else "measured on this card; ") if same_run \
+        else "another card of the profile: band widened by the run-to-run noise; "
     head = {PASS: "every rung inside the parity band", FAIL: f"{len(worst)} figure(s) outside the parity band",
             INCONCLUSIVE: f"{len(worst)} interval(s) straddle the parity band"}[outcome]
-    return _verdict(THROUGHPUT, obs, outcome, f"{head} against {_name(other)} ({how}; {source})"
+    return _verdict(THROUGHPUT, obs, outcome, f"{head} against {_name(other)} ({how}{source})"
                     + (f": {worst[0]}" if worst else ""), lines)
 
 

@@ -6,8 +6,9 @@ SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it c
 a benchmark can give it the TTFT of a real engine while its answers stay exactly paced), and
 records what the harness did: requests seen, the most requests in flight at once, bodies that
 broke the contract (`violations`), the prompts. Its /metrics counts one draft of
-`num_speculative_tokens` per chunk with `tokens_per_step - 1` of them accepted, so the mean
-acceptance length a client derives is `tokens_per_step`.
+`num_speculative_tokens` per chunk with `tokens_per_step - 1` of them accepted (positions 0 ..
+tokens_per_step - 2, as vLLM's per-position counter labels them), so the mean acceptance length a
+client derives is `tokens_per_step`, and the requests in flight as its running-requests gauge.
 `max_output_tokens` makes it a defective server that stops early (ignores `ignore_eos`).
 
 It must never be the bottleneck of the benchmark that measures the client, so it is an
@@ -161,8 +162,13 @@ class _Core:
             tr.write(_response(b"200 OK", json.dumps({"object": "list", "data": [{"id": MODEL_ID, "object": "model"}]})
                                .encode(), b"application/json"))
         elif path == b"/metrics":
+            accepted_per_draft = self.cfg.tokens_per_step - 1   # positions 0 .. tokens_per_step - 2 of each draft
+            per_pos = "".join(f'stub:num_accepted_tokens_per_pos_total{{position="{i}"}} '
+                              f'{st.num_drafts if i < accepted_per_draft else 0}\n'
+                              for i in range(self.cfg.num_speculative_tokens))
             text = (f"stub:num_drafts_total {st.num_drafts}\nstub:num_draft_tokens_total {st.num_draft_tokens}\n"
-                    f"stub:num_accepted_tokens_total {st.num_accepted_tokens}\n")
+                    f"stub:num_accepted_tokens_total {st.num_accepted_tokens}\n{per_pos}"
+                    f"stub:num_requests_running {st.in_flight}\n")
             tr.write(_response(b"200 OK", text.encode(), b"text/plain; version=0.0.4"))
         elif path == b"/stub/state":
             tr.write(_response(b"200 OK", json.dumps(st.summary()).encode(), b"application/json"))
@@ -291,7 +297,12 @@ def main() -> int:
     ap.add_argument("--step-delay-s", type=float, default=0.0)
     ap.add_argument("--first-token-delay-s", type=float, default=0.0, help="before the first step (a prefill)")
     ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
+    ap.add_argument("--resident-bytes", type=int, default=0,
+                    help="hold this many bytes resident while serving (a store an engine keeps beside its pool)")
     a = ap.parse_args()
+    held = bytearray(a.resident_bytes)          # NOTE: zero-filled by the allocator; touch every page so it is resident
+    for i in range(0, len(held), 4096):
+        held[i] = 1
     if a.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {a.cpu})
     cfg = StubConfig(a.tokens_per_step, a.num_speculative_tokens, a.step_delay_s,
@@ -301,7 +312,7 @@ def main() -> int:
     core.loop = loop
     sock = socket.create_server(("127.0.0.1", a.port), backlog=4096)
     server = loop.run_until_complete(loop.create_server(lambda: _Protocol(core), sock=sock))
-    print(f"port {sock.getsockname()[1]}", flush=True)
+    print(f"port {sock.getsockname()[1]}" + (f" holding {len(held)} bytes" if held else ""), flush=True)
     try:
         loop.run_forever()
     finally:

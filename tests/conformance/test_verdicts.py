@@ -209,14 +209,15 @@ def _run_obs(peaks: dict, running: dict, total=100_000, top="c=4"):
 
 
 def test_live_checks():
-    from conformance.verdicts import live_concurrency_served, live_device_memory_within_bound
+    from conformance.live.checks import device_memory
+    from conformance.verdicts import live_concurrency_served
 
     util = {"id": "c", "memory": {"gpu_memory_utilization": 0.5}, "scheduler": {"max_num_seqs": 4}}
-    assert live_device_memory_within_bound(_run_obs({"idle": 40_000, "c=4": 49_000}, {}), util).outcome == "pass"
-    v = live_device_memory_within_bound(_run_obs({"idle": 40_000, "c=4": 51_000}, {}), util)
-    assert v.failed and "over gpu_memory_utilization 0.5" in v.message and "by 1000 B" in v.message
+    assert device_memory(_run_obs({"idle": 40_000, "c=4": 49_000}, {}), None, util, "", False).outcome == "pass"
+    v = device_memory(_run_obs({"idle": 40_000, "c=4": 51_000}, {}), None, util, "", False)
+    assert v.failed and "over 0.5 x" in v.message and "(1000 B)" in v.message
     kv = {"id": "c", "memory": {"kv_cache_bytes": 1}, "scheduler": {"max_num_seqs": 4}}
-    assert live_device_memory_within_bound(_run_obs({"c=4": 99_999}, {}), kv).outcome == "skip"
+    assert device_memory(_run_obs({"c=4": 99_999}, {}), None, kv, "", False).outcome == "skip"
     assert live_concurrency_served(_run_obs({}, {"c=4": 4}), util).outcome == "pass"
     v = live_concurrency_served(_run_obs({}, {"c=4": 3}), util)          # seats fewer than max_num_seqs
     assert v.failed and "at most 3 requests" in v.message

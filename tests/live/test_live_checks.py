@@ -1,0 +1,123 @@
+"""The live checks as pure functions of documents (conformance.live.checks) and through the table
+(check_table.judge_live): each check's pass, fail, inconclusive, finding and skip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance import observation
+from conformance.check_table import judge_live
+from conformance.golden_doc import GoldenMissingError
+from conformance.live import checks as lc
+from conformance.live.golden import live_golden_doc
+
+HW = "one NVIDIA H200 (139.8 GiB) [GPU-1111], driver 580, CUDA 13.0, torch 2.11"
+CASE = {"id": "c", "scheduler": {"max_num_seqs": 4, "max_model_len": 1000}, "memory": {"gpu_memory_utilization": 0.5},
+        "live": {"device": "cuda", "concurrencies": [1, 4], "num_repeats": 3}}
+
+
+def run_obs(engine: str = "port", scale: float = 1.0, latency: float = 1.0, accept: float = 4.0,
+            per_pos: list[float] | None = (1.0, 1.0, 1.0, 0.0), footprint: dict[str, int] | None = None,
+            hardware: str = HW, plan: dict | None = None, plan_expected: dict | None = None,
+            version: str = "1") -> dict[str, Any]:
+    o = observation.new("c", engine, version, "run", "h200")
+    o["device"]["hardware"] = hardware
+    rungs = []
+    for c in (1, 4):
+        rungs.append({"concurrency": c, "status": "ok", "output_tok_per_s": 100 * c * scale,
+                      "output_tok_per_s_repeats": [100 * c * scale * f for f in (0.99, 1.0, 1.01)],
+                      "ttft_ms_median_repeats": [50 * latency * f for f in (0.99, 1.0, 1.01)],
+                      "tpot_ms_median_repeats": [5 * latency * f for f in (0.99, 1.0, 1.01)],
+                      "itl_ms_median_repeats": [10 * latency * f for f in (0.99, 1.0, 1.01)],
+                      "mean_acceptance_length": accept, "accepted_per_pos": list(per_pos) if per_pos else None})
+    by_phase = {p: {"peak_device_bytes": b, "max_running_requests": None, "num_samples": 3}
+                for p, b in (footprint or {"idle": 40_000, "c=4": 45_000}).items()}
+    o["throughput"] = {"rungs": rungs, "plan": plan or {}, "plan_expected": plan_expected,
+                       "live": {"source": "nvml", "device_total_bytes": 101_000, "cuda_total_bytes": 100_000,
+                                "by_phase": by_phase, "top_rung": "c=4", "mode": "closed", "notes": []}}
+    return o
+
+
+def test_acceptance_equal_passes_and_a_different_mean_or_position_fails():
+    vllm = run_obs("vllm")
+    assert lc.acceptance_equals_oracle(run_obs(), vllm, CASE, "s").outcome == "pass"
+    v = lc.acceptance_equals_oracle(run_obs(accept=3.0, per_pos=[1.0, 1.0, 0.0, 0.0]), vllm, CASE, "s")
+    assert v.failed and "3.000 vs 4.000" in v.message and any("position 2" in d for d in v.details)
+    v = lc.acceptance_equals_oracle(run_obs(per_pos=None), vllm, CASE, "s")
+    assert v.failed and "per-position" in v.message
+
+
+def test_throughput_same_card_pass_fail_and_inconclusive():
+    vllm = run_obs("vllm")
+    assert lc.throughput_parity(run_obs(), vllm, CASE, "s", True).outcome == "pass"
+    slow = lc.throughput_parity(run_obs(scale=0.75, latency=1 / 0.75), vllm, CASE, "s", True)
+    assert slow.failed and "outside the parity band" in slow.message
+    noisy = run_obs(scale=0.92)
+    for r in noisy["throughput"]["rungs"]:
+        r["output_tok_per_s_repeats"] = [r["output_tok_per_s"] * f for f in (0.8, 1.0, 1.2)]
+    assert lc.throughput_parity(noisy, vllm, CASE, "s", True).outcome == "inconclusive"
+
+
+def test_throughput_against_another_card_widens_the_band_and_unequal_acceptance_is_not_compared():
+    vllm = run_obs("vllm")
+    assert lc.throughput_parity(run_obs(scale=0.8, latency=1.2), vllm, CASE, "s", True).failed
+    assert lc.throughput_parity(run_obs(scale=0.8, latency=1.2), vllm, CASE, "s", False).outcome == "pass"
+    v = lc.throughput_parity(run_obs(accept=3.0), vllm, CASE, "s", True)
+    assert v.outcome == "inconclusive" and "acceptance differs" in v.message
+
+
+def test_live_golden_missing_other_card_other_version_and_a_regression():
+    me = run_obs("vllm")
+    assert lc.live_golden(me, None, CASE, True, "no golden").failed
+    assert lc.live_golden(me, None, CASE, False, "no golden").outcome == "skip"
+    golden = live_golden_doc(run_obs("vllm"))
+    assert lc.live_golden(me, golden, CASE, True, "").outcome == "pass"
+    other_card = live_golden_doc(run_obs("vllm", hardware="one NVIDIA H100 (79.2 GiB) [GPU-2], driver 580"))
+    assert lc.live_golden(me, other_card, CASE, True, "").outcome == "skip"
+    assert lc.live_golden(run_obs("vllm", version="2"), golden, CASE, True, "").failed
+    assert lc.live_golden(run_obs("vllm", scale=0.5, latency=2.0), golden, CASE, True, "").failed
+
+
+def test_plan_matches_run_compares_memory_figures_only_under_a_kv_bound():
+    plan = {"kv_cache_tokens": 5000, "max_concurrency": 5.0, "max_num_scheduled_tokens": 256}
+    same = run_obs(plan=plan, plan_expected=dict(plan))
+    kv_case = dict(CASE, memory={"kv_cache_bytes": 1 << 26})
+    assert lc.plan_matches_run(same, kv_case).outcome == "pass"
+    lying = run_obs(plan=dict(plan, kv_cache_tokens=10000), plan_expected=dict(plan))
+    v = lc.plan_matches_run(lying, kv_case)
+    assert v.failed and "kv_cache_tokens: printed 10000, its plan says 5000" in v.message
+    assert lc.plan_matches_run(lying, CASE).outcome == "pass"                 # under utilization: listed only
+    assert lc.plan_matches_run(run_obs(plan=plan), kv_case).failed            # no plan of its own
+    assert lc.plan_matches_run(run_obs(), kv_case).outcome == "skip"          # prints nothing
+
+
+def test_device_memory_each_oracle_way_with_its_overrun_as_a_finding():
+    # bound 0.5 x the CUDA runtime's total 100_000 = 50_000 (NVML's 101_000 would give 50_500)
+    vllm_over = run_obs("vllm", footprint={"idle": 49_000, "c=4": 50_400})
+    finding = lc.device_memory(vllm_over, None, CASE, "", True)
+    assert finding.outcome == "finding" and "finding about the oracle" in finding.message and "(400 B)" in finding.message
+    inside = lc.device_memory(run_obs(footprint={"c=4": 50_300}), vllm_over, CASE, "s", False)
+    assert inside.outcome == "pass" and "overrun" in inside.message
+    beyond = lc.device_memory(run_obs(footprint={"c=4": 50_500}), vllm_over, CASE, "s", False)
+    assert beyond.failed and "(500 B)" in beyond.message
+    assert lc.device_memory(run_obs(footprint={"c=4": 50_300}), run_obs("vllm"), CASE, "s", False).failed
+
+
+def _missing(suite, engine, case_id):
+    raise GoldenMissingError(f"no {engine} golden")
+
+
+def test_judge_live_takes_the_oracle_of_this_run_and_keys_checks_by_role():
+    vllm = run_obs("vllm")
+    verdicts = {v.check: v for v in judge_live(run_obs(scale=0.7, latency=1.4), CASE, "under-test", _missing,
+                                               lambda e, c: vllm if e == "vllm" else None)}
+    assert verdicts["live.throughput_parity_vllm"].failed
+    assert "measured in this run" in verdicts["live.throughput_parity_vllm"].message
+    assert verdicts["live.acceptance_equals_vllm"].outcome == "pass"
+    oracle = {v.check for v in judge_live(vllm, CASE, "oracle", _missing)}
+    assert oracle == {"live.golden", "live.device_memory_within_bound", "live.concurrency_served"}
+    none = {v.check: v for v in judge_live(run_obs(), CASE, "under-test", _missing)}
+    assert none["live.throughput_parity_vllm"].failed and "nothing to compare with" in none["live.throughput_parity_vllm"].message
+    cpu = dict(CASE, live=dict(CASE["live"], device="cpu"))
+    assert {v.outcome for v in judge_live(run_obs(), cpu, "under-test", _missing)
+            if v.check.endswith("_vllm")} == {"skip"}
