@@ -22,6 +22,16 @@ verdict's source; with neither, a check that needs it fails with the reason.
     memory.draft_kv_scaling              both roles   -        seed-draft-kv-c8 (+c32)   memory.per_sequence, outside_bound
     trace.steps_within_budget            under-test   vllm     every                 trace.steps, budget
     trace.equals_vllm                    under-test   vllm     every                 trace.steps
+
+Live rows (`LIVE_CHECKS`, judged on run observations: suites/live/README.md), the oracle's document being
+its run observation of the same run, else its live golden:
+
+    live.golden                          both roles   -        live cases            throughput.rungs, .plan, .live
+    live.acceptance_equals_vllm          under-test   vllm     live cases            rungs[*].mean_acceptance_length, accepted_per_pos
+    live.throughput_parity_vllm          under-test   vllm     live cases            rungs[*].*_repeats (intervals)
+    live.plan_matches_run                under-test   -        live cases            throughput.plan, plan_expected
+    live.device_memory_within_bound      both roles   vllm     live cases            throughput.live.by_phase, cuda_total_bytes
+    live.concurrency_served              both roles   -        live cases            throughput.live.by_phase[top].max_running_requests
 """
 
 from __future__ import annotations
