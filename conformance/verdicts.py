@@ -31,6 +31,7 @@ STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec
 SUITE_SECTIONS: dict[str, tuple[str, ...]] = {"budget": ("budget",), "memory": ("memory",), "trace": ("trace",)}
 SEATS_REL_TOLERANCE = 0.005   # max_concurrency may differ from vLLM's by 0.5% (float rounding of pages)
 MAX_DETAIL_LINES = 40
+MIN_CONCURRENCY_SAMPLES = 5   # samples of the running-requests gauge a rung needs before its maximum means anything
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 # Live outcomes: a timing comparison whose interval straddles its band's limit says neither pass nor fail;
@@ -561,9 +562,13 @@ def live_concurrency_served(obs: dict[str, Any], case_spec: dict[str, Any]) -> V
     top = live.get("top_rung")
     if live.get("mode") == "open":
         return _v(check, obs, SKIP, "open-loop ladder: no rung holds a fixed concurrency to compare with max_num_seqs")
-    got = ((live.get("by_phase") or {}).get(top) or {}).get("max_running_requests") if top else None
+    phase = ((live.get("by_phase") or {}).get(top) or {}) if top else {}
+    got = phase.get("max_running_requests")
     if top is None or got is None:
         return _v(check, obs, SKIP, "running requests not measured: " + "; ".join(live.get("notes") or ["no live figures"]))
+    if (phase.get("num_samples") or 0) < MIN_CONCURRENCY_SAMPLES:
+        return _v(check, obs, SKIP, f"{phase.get('num_samples')} sample(s) of the running-requests gauge at {top}: a rung "
+                  f"this short cannot show the concurrency (at least {MIN_CONCURRENCY_SAMPLES} needed; serve longer outputs)")
     seqs = case_spec["scheduler"]["max_num_seqs"]
     want = min(seqs, int(top.split("=", 1)[1]))
     if got > seqs:

@@ -33,6 +33,7 @@ from conformance.harness.supervise import argv_line, describe_exit, kill_group, 
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 
 HEALTH_POLL_S = 0.25
+SAMPLE_INTERVAL_S = 0.05   # the live sampler's period: NVML and one /metrics scrape, a few ms each
 LOG_TAIL_LINES = 30
 
 
@@ -233,7 +234,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         t1 = time.perf_counter()
         base_url = render(m.base_url, values, "base_url")
         sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric,
-                              device=str(values.get("device", "cuda")))
+                              interval_s=SAMPLE_INTERVAL_S, device=str(values.get("device", "cuda")))
         sampler.start()
         sampler.wait_for_samples(2)   # the idle footprint, before any request
         phases = rung_phases(settings)

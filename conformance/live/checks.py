@@ -265,7 +265,7 @@ def plan_matches_run(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
 
 # --- device memory ---------------------------------------------------------------------------------
 
-def _bound(view: dict[str, Any], util: float) -> tuple[int | None, str]:
+def bound_of(view: dict[str, Any], util: float) -> tuple[int | None, str]:
     """util x the total the CUDA runtime reports (vLLM's definition: `gpu_memory_utilization x
     torch.cuda.mem_get_info()[1]`); NVML's total where the CUDA figure was not measured, said so."""
     cuda, nvml = view.get("cuda_total_bytes"), view.get("device_total_bytes")
@@ -278,7 +278,7 @@ def _bound(view: dict[str, Any], util: float) -> tuple[int | None, str]:
 
 def overrun(view: dict[str, Any], util: float) -> tuple[int, str | None, int | None]:
     """(bytes over its bound at its worst phase (0 when inside), that phase, the bound) of one view."""
-    bound, _ = _bound(view, util)
+    bound, _ = bound_of(view, util)
     if bound is None:
         return 0, None, None
     worst, phase = 0, None
@@ -299,7 +299,7 @@ def device_memory(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: 
     if util is None:
         return _verdict(MEMORY, obs, SKIP, "the case bounds KV cache bytes, not the process: no whole-process bound")
     view = live_view(obs)
-    bound, how = _bound(view, util)
+    bound, how = bound_of(view, util)
     footprint = {p: b for p, b in (view.get("footprint") or {}).items() if b is not None}
     if bound is None or not footprint:
         return _verdict(MEMORY, obs, SKIP, f"device memory not measured ({view.get('memory_source') or 'no live figures'})")

@@ -19,7 +19,9 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from conformance.report import charts, latency
+from conformance.report import charts
+from conformance.report import latency
+from conformance.report.live_tables import live_section
 from conformance.report.text import neutralise
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
@@ -127,6 +129,7 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
         "trace_lengths": {e: len(v) for e, v in traces},
         "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]]) if any(r[1] for r in rungs) else None,
         "percentile_svgs": _percentile_svgs(obs),
+        "live": live_section(obs, case.spec, {e.name: e.role for e in report.matrix_engines}),
     }
 
 

@@ -55,7 +55,8 @@ def test_ladder_on_the_reference_server(tmp_path: Path) -> None:
 
     engine_plan = LLM(paths.MODELS_DIR / "tiny-hybrid", {"method": "dflash", "num_speculative_tokens": 8,
                       "model": str(paths.MODELS_DIR / "tiny-dflash")}, max_num_seqs=4, max_model_len=512,
-                      max_num_batched_tokens=256, kv_cache_memory_bytes=64 * 2**20, load_format="dummy").engine.plan
+                      max_num_batched_tokens=256, kv_cache_memory_bytes=64 * 2**20, load_format="dummy",
+                      dtype="bfloat16").engine.plan   # the manifest serves in the case's KV dtype, as planned
     assert plan["max_num_scheduled_tokens"] == engine_plan.budget.max_num_scheduled_tokens
     assert plan["kv_cache_tokens"] == int(engine_plan.memory.max_concurrency * 512)
     assert "--kv-cache-memory-bytes" in obs["provenance"]["mapping"]["argv"]

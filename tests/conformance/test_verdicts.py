@@ -203,7 +203,7 @@ def _run_obs(peaks: dict, running: dict, total=100_000, top="c=4"):
     o = observation.new("c", "port", "1", "run", "h200")
     o["throughput"] = {"rungs": [], "live": {"source": "nvml", "device_total_bytes": total, "top_rung": top, "notes": [],
                                              "by_phase": {p: {"peak_device_bytes": peaks.get(p),
-                                                              "max_running_requests": running.get(p), "num_samples": 3}
+                                                              "max_running_requests": running.get(p), "num_samples": 5}
                                                           for p in set(peaks) | set(running)}}}
     return o
 

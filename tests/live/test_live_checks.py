@@ -30,7 +30,7 @@ def run_obs(engine: str = "port", scale: float = 1.0, latency: float = 1.0, acce
                       "tpot_ms_median_repeats": [5 * latency * f for f in (0.99, 1.0, 1.01)],
                       "itl_ms_median_repeats": [10 * latency * f for f in (0.99, 1.0, 1.01)],
                       "mean_acceptance_length": accept, "accepted_per_pos": list(per_pos) if per_pos else None})
-    by_phase = {p: {"peak_device_bytes": b, "max_running_requests": None, "num_samples": 3}
+    by_phase = {p: {"peak_device_bytes": b, "max_running_requests": None, "num_samples": 5}
                 for p, b in (footprint or {"idle": 40_000, "c=4": 45_000}).items()}
     o["throughput"] = {"rungs": rungs, "plan": plan or {}, "plan_expected": plan_expected,
                        "live": {"source": "nvml", "device_total_bytes": 101_000, "cuda_total_bytes": 100_000,

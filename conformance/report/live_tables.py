@@ -1,0 +1,88 @@
+"""The report's live section of one case: every engine's ladder side by side with its ratio to vLLM and
+the interval, the footprint per phase against each engine's bound, acceptance per position.
+
+Contract: `live_section(observations, case_spec, oracle="vllm")` takes the case's run observations by
+engine and returns None when none was served, else plain rows of text cells for the template:
+
+    ladder     one row per rung: per engine output tok/s (median of its waves), TTFT / TPOT p50, mean
+               acceptance length, and its tok/s ratio to the oracle with the 95% interval
+    memory     one row per phase: per engine the NVML peak and whether it lies over its bound
+               (gpu_memory_utilization x the CUDA runtime's total); an oracle's overrun is a finding
+    acceptance per engine the acceptance rate at each draft position, averaged over rungs
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from conformance import units
+from conformance.live.checks import bound_of, overrun
+from conformance.live.intervals import ratio_interval
+from conformance.live.view import live_view, rungs_by_concurrency
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(x for x in xs if x is not None)
+    if not xs:
+        return None
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def live_section(observations: Mapping[str, dict[str, Any] | None], case_spec: Mapping[str, Any],
+                 roles: Mapping[str, str | None], oracle: str = "vllm") -> dict[str, Any] | None:
+    served = {e: o for e, o in observations.items() if o and o.get("mode") == "run" and o.get("throughput")}
+    if not served:
+        return None
+    views = {e: live_view(o) for e, o in served.items()}
+    engines = list(views)
+    base = views.get(oracle)
+    concurrencies = sorted({c for v in views.values() for c in rungs_by_concurrency(v)})
+    ladder = []
+    for c in concurrencies:
+        cells = []
+        ref = rungs_by_concurrency(base).get(c) if base else None
+        for e in engines:
+            r = rungs_by_concurrency(views[e]).get(c)
+            if not r or r.get("status") != "ok":
+                cells.append({"engine": e, "text": (r or {}).get("status") or "-", "ratio": ""})
+                continue
+            ratio = ""
+            if ref and e != oracle and ref.get("status") == "ok":
+                interval = ratio_interval(r["output_tok_per_s"], ref["output_tok_per_s"])
+                ratio = interval.text() if interval else ""
+            text = (f"{_num(_median(r['output_tok_per_s']), '.1f')} tok/s · TTFT {_num(_median(r['ttft_ms_p50']), '.1f')} ms"
+                    f" · TPOT {_num(_median(r['tpot_ms_p50']), '.2f')} ms · accept {_num(r.get('mean_acceptance_length'), '.2f')}")
+            cells.append({"engine": e, "text": text, "ratio": ratio})
+        ladder.append({"concurrency": c, "cells": cells})
+    util = (case_spec.get("memory") or {}).get("gpu_memory_utilization")
+    phases = list(dict.fromkeys(p for v in views.values() for p in (v.get("footprint") or {})))
+    phases.sort(key=lambda p: (p != "idle", int(p[2:]) if p.startswith("c=") and p[2:].isdigit() else 0, p))
+    memory = []
+    for p in phases:
+        cells = []
+        for e in engines:
+            used = (views[e].get("footprint") or {}).get(p)
+            bound = bound_of(views[e], util)[0] if util else None
+            over = used is not None and bound is not None and used > bound
+            mark = ("finding: the oracle over its own bound" if roles.get(e) == "oracle" else "over the bound") if over else ""
+            cells.append({"engine": e, "text": units.human_bytes(used, none="-"), "mark": mark})
+        memory.append({"phase": p, "cells": cells})
+    bounds = {}
+    for e in engines:
+        if util:
+            b, how = bound_of(views[e], util)
+            worst, phase, _ = overrun(views[e], util)
+            bounds[e] = (f"{how} = {units.human_bytes(b)}" if b else "not measured") + \
+                (f"; over by {units.human_bytes(worst)} at {phase}" if worst else "")
+    acceptance = {}
+    for e in engines:
+        rows = [r.get("accepted_per_pos") for r in views[e].get("rungs") or [] if r.get("accepted_per_pos")]
+        if rows:
+            acceptance[e] = "[" + ", ".join(f"{sum(col) / len(col):.2f}" for col in zip(*rows)) + "]"
+    return {"engines": engines, "oracle": oracle if base else None, "ladder": ladder, "memory": memory,
+            "bounds": bounds, "acceptance": acceptance}
