@@ -58,8 +58,17 @@ def test_the_same_stub_twice_never_fails(paced, stub_case, tmp_path):
 
 
 def test_a_stub_a_quarter_slower_fails_throughput_parity(paced, stub_case, tmp_path):
-    v = _judge(_served("stub-slow", stub_case, tmp_path), stub_case, paced)["live.throughput_parity_vllm"]
-    assert v.failed and "outside the parity band" in v.message and "output tok/s" in v.message
+    """Never a pass; on a loaded host the interval may straddle the band (inconclusive, by design): then
+    both are measured again, as a user would, and the verdict must come out a fail."""
+    comparison = paced
+    for attempt in range(3):
+        v = _judge(_served("stub-slow", stub_case, tmp_path / f"slow-{attempt}"), stub_case,
+                   comparison)["live.throughput_parity_vllm"]
+        assert v.outcome != "pass", v.message
+        if v.outcome != "inconclusive":
+            break
+        comparison = _served("stub-paced", stub_case, tmp_path / f"paced-{attempt}")
+    assert v.failed and "outside the parity band" in v.message and "output tok/s" in v.message, v.message
 
 
 def test_a_stub_with_other_acceptance_fails_acceptance_first(paced, stub_case, tmp_path):
