@@ -30,8 +30,8 @@ from conformance.env_pack_fetch import PackFetchError, Pin, Target, fetch, requi
 from conformance.env_pack_scripts import Launcher, write_scripts
 from conformance.errors import ConformanceError
 from conformance.harness.engine_file import EngineFile
+from conformance.harness.pack_provenance import PACK_FILE
 
-PACK_FILE = "oracle-pack.json"
 PACK_FORMAT = 1
 INSTALLER_PACKAGES = ("pip",)  # the host brings its own installer
 DOWNLOAD_WORKERS = 4
