@@ -248,5 +248,5 @@ def pack(req: PackRequest, progress: Callable[[str], None] = lambda m: None) -> 
     write_scripts(req.out, launchers, dev_env, list(req.deviation_args),
                   f"{req.engine.name} {req.engine.version} for Python {req.target.python} on {req.target.platform}")
     progress(f"{req.engine.name} {req.engine.version}: {len(packages)} wheels, "
-             f"{doc['total_bytes'] / 2**30:.2f} GiB in {wheels}, the host's glibc at least {doc['requires_glibc']}; install on the host with `bash {req.out}/install.sh`")
+             f"{doc['total_bytes'] / 2**30:.2f} GiB in {wheels}, the host's glibc at least {doc['requires_glibc'] or 'any'}; install on the host with `bash {req.out}/install.sh`")
     return doc

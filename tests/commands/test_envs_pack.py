@@ -214,3 +214,16 @@ def test_only_names_a_package_the_venv_lacks(tmp_path, capsys):
     assert main(["envs", "pack", "vllm", "--python", "3.12", "--platform", PLATFORM, "--out", str(tmp_path),
                  "--only", "no-such-package"]) == 2
     assert "--only no-such-package: not in vllm's venv" in capsys.readouterr().err
+
+
+def test_sglangs_launcher_runs_its_server_module_with_the_deviation_args_always(tmp_path):
+    if oracle_env(resolve_engine("sglang")).state() != "ready":
+        pytest.skip("SGLang oracle venv not built (conformance envs install sglang)")
+    run = _conformance("envs", "pack", "sglang", "--python", "3.12", "--platform", PLATFORM, "--out", str(tmp_path),
+                       "--only", "tabulate", "--deviation-arg=--probe-flag")
+    assert run.returncode == 0, run.stderr
+    text = (tmp_path / "bin" / "sglang-launch-server").read_text()
+    assert "extra=(--probe-flag)\n" in text
+    assert 'exec "${ORACLE_PACK_PYTHON:-python3}" -m sglang.launch_server "$@" ${extra[@]+"${extra[@]}"}' in text
+    doc = json.loads((tmp_path / "oracle-pack.json").read_text())
+    assert doc["engine"] == "sglang" and doc["deviations"][0]["applies_to"] == ["sglang-launch-server"]
