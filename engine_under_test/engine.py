@@ -79,7 +79,7 @@ class EngineStats:
     pool_num_blocks: int = 0
     pool_num_used_blocks: int = 0
     pool_bytes: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # "num_drafts"; "counters": {name_total: value} for /metrics
 
     @property
     def pool_usage(self) -> float:

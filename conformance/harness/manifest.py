@@ -160,7 +160,8 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
                     stop_timeout_s=float(doc.get("stop_timeout_s", 20)),
                     refusal_exit_codes=tuple(doc.get("refusal_exit_codes") or ()),
                     metrics=MetricNames(accepted_tokens=m.get("accepted_tokens"), draft_tokens=m.get("draft_tokens"),
-                                        drafts=m.get("drafts"), acceptance_length_gauge=m.get("acceptance_length_gauge")),
+                                        drafts=m.get("drafts"), acceptance_length_gauge=m.get("acceptance_length_gauge"),
+                                        accepted_tokens_per_pos=m.get("accepted_tokens_per_pos")),
                     startup_regexes=dict(doc.get("startup_regexes") or {}), request_extra=dict(doc.get("request_extra") or {}),
                     running_requests_metric=m.get("running_requests"))
 

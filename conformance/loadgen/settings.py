@@ -114,10 +114,12 @@ class MetricNames:
     engine exposes no drafts counter, delta(drafts) = delta(draft_tokens) / num_speculative_tokens.
     An engine with only a gauge of the acceptance length (SGLang's `sglang:spec_accept_length`)
     names it in `acceptance_length_gauge`: its value after the rung is taken (summed over label sets).
+    `accepted_tokens_per_pos` names a counter with one sample per draft position (label `position`).
     """
 
     accepted_tokens: str | None = None
     draft_tokens: str | None = None
     drafts: str | None = None
     acceptance_length_gauge: str | None = None
+    accepted_tokens_per_pos: str | None = None   # labelled position="i" (vLLM 0.33's per-position counter)
     extra: tuple[str, ...] = field(default_factory=tuple)

@@ -20,6 +20,9 @@
     reference:num_steps_total                  counter  engine steps run
     reference:num_requests_total               counter  requests admitted
 
+Counters an embedding program adds (`EngineStats.extra["counters"]`, snapshot keys `counter:NAME`,
+NAME ending in `_total`) follow, one sample each, as they are.
+
 Mean acceptance length over an interval = 1 + d(accepted_tokens) / d(drafts), as vLLM documents.
 """
 
@@ -43,6 +46,7 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
 FINISHED_KEY_PREFIX = "finished:"
 ACCEPTED_PER_POS_KEY_PREFIX = "accepted_per_pos:"   # + the draft position, 0 .. k - 1
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+COUNTER_KEY_PREFIX = "counter:"   # + a counter's full name (ending in _total), added by an embedding program
 OPTIONAL_KEYS = frozenset({"num_drafts"})   # reported only when the engine counts drafts
 
 
@@ -59,6 +63,9 @@ def render(snapshot: Mapping[str, float]) -> str:
     if per_pos:
         lines += [f"# HELP {ACCEPTED_PER_POS} Accepted tokens per draft position.", f"# TYPE {ACCEPTED_PER_POS} counter"]
         lines += [f'{ACCEPTED_PER_POS}_total{{position="{i}"}} {_num(v)}' for i, v in per_pos]
+    for key in sorted(k for k in snapshot if k.startswith(COUNTER_KEY_PREFIX)):
+        name = key[len(COUNTER_KEY_PREFIX):]
+        lines += [f"# TYPE {name.removesuffix('_total')} counter", f"{name} {_num(snapshot[key])}"]
     lines += ["# HELP vllm:request_success Count of successfully processed requests.",
               "# TYPE vllm:request_success counter"]
     for key in sorted(k for k in snapshot if k.startswith(FINISHED_KEY_PREFIX)):
