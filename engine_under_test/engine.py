@@ -71,6 +71,7 @@ class EngineStats:
     num_scheduled_tokens: int = 0
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
+    num_accepted_tokens_per_pos: list[int] = field(default_factory=list)   # [i]: verifies that accepted draft i (k entries)
     num_generated_tokens: int = 0
     num_preemptions: int = 0
     num_running: int = 0
@@ -78,7 +79,7 @@ class EngineStats:
     pool_num_blocks: int = 0
     pool_num_used_blocks: int = 0
     pool_bytes: int = 0
-    extra: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)   # "num_drafts"; "counters": {name_total: value} for /metrics
 
     @property
     def pool_usage(self) -> float:
@@ -134,7 +135,8 @@ class LLMEngine:
         self._in_flight = None     # (SchedulerOutput, runner's launched step): pipelined, not yet read
         self.pipelined = cfg.async_scheduling   # launch steps without waiting where they allow it
         self._stats = EngineStats(pool_num_blocks=self.plan.memory.layout.num_blocks,
-                                  pool_bytes=self.plan.memory.layout.total_bytes)
+                                  pool_bytes=self.plan.memory.layout.total_bytes,
+                                  num_accepted_tokens_per_pos=[0] * self.runner.k)
 
     # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams) -> None:
@@ -247,6 +249,8 @@ class LLMEngine:
         s.num_scheduled_tokens += out.total_num_scheduled_tokens
         s.num_draft_tokens += result.num_draft_tokens
         s.num_accepted_tokens += result.num_accepted_tokens
+        for i, n in enumerate(result.num_accepted_tokens_per_pos):
+            s.num_accepted_tokens_per_pos[i] += n
         s.num_preemptions += len(out.preempted_req_ids)
         outputs = []
         for sr in out.scheduled:
@@ -272,4 +276,4 @@ class LLMEngine:
         s.num_running = len(self.scheduler.running)
         s.num_waiting = len(self.scheduler.waiting)
         s.pool_num_used_blocks = self.scheduler.kv.allocator.num_used_blocks
-        return EngineStats(**{k: getattr(s, k) for k in s.__dataclass_fields__})
+        return replace(s, num_accepted_tokens_per_pos=list(s.num_accepted_tokens_per_pos))

@@ -114,6 +114,7 @@ class MetricNames:
     engine exposes no drafts counter, delta(drafts) = delta(draft_tokens) / num_speculative_tokens.
     An engine with only a gauge of the acceptance length (SGLang's `sglang:spec_accept_length`)
     names it in `acceptance_length_gauge`: its value after the rung is taken (summed over label sets).
+    `accepted_tokens_per_pos` names a counter with one sample per draft position (label `position`).
     """
 
     accepted_tokens: str | None = None

@@ -414,7 +414,8 @@ class DecodeGraphs:
             prev_rows, row_of = step.prev.rows, step.prev.row_of
             result.num_draft_tokens += self.k * sum(int(prev_rows.drafting[row_of[sr.req_id]]) for sr in step.reqs)
             step.prev = None               # its results are read: nothing holds the chain
-        result.num_accepted_tokens += int(rows.accepted.sum())
+        for m in rows.accepted.tolist():
+            result.observe_accepted(int(m))
         return result
 
     def _fill_chained(self, reqs, prev: "LaunchedStep") -> None:
@@ -443,7 +444,7 @@ class DecodeGraphs:
             result.sampled[sr.req_id] = toks
             accepted[sr.req_id] = len(toks) - 1
             result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
-            result.num_accepted_tokens += len(toks) - 1
+            result.observe_accepted(len(toks) - 1)
         if self.runner.drafter is None:
             return result
         m = torch.tensor([accepted[sr.req_id] for sr in reqs], dtype=torch.long)

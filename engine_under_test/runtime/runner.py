@@ -51,6 +51,17 @@ class StepResult:
     drafts: dict[str, list[int]] = field(default_factory=dict)
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
+    num_accepted_tokens_per_pos: list[int] = field(default_factory=list)   # [i]: drafts with position i accepted
+
+    def observe_accepted(self, num_accepted_tokens: int) -> None:
+        """One request's verify accepted its first `num_accepted_tokens` drafts: counted in
+        total and at positions 0 .. n - 1, as vLLM's `SpecDecodingStats.observe_draft` does."""
+        self.num_accepted_tokens += num_accepted_tokens
+        per_pos = self.num_accepted_tokens_per_pos
+        if len(per_pos) < num_accepted_tokens:
+            per_pos.extend([0] * (num_accepted_tokens - len(per_pos)))
+        for i in range(num_accepted_tokens):
+            per_pos[i] += 1
 
 
 class ModelRunner:
@@ -187,7 +198,7 @@ class ModelRunner:
                 result.sampled[sr.req_id] = toks
                 accepted[sr.req_id] = len(toks) - 1
                 result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
-                result.num_accepted_tokens += len(toks) - 1
+                result.observe_accepted(len(toks) - 1)
             del logits                     # before the drafter's own logits
         for sr in reqs:
             result.sampled.setdefault(sr.req_id, [])

@@ -17,6 +17,7 @@ from engine_under_test.engine import EngineStats, LLMEngine
 from engine_under_test.llm import LLM
 from engine_under_test.sampling_params import SamplingParams
 from engine_under_test.serve.args import ServeArgs
+from engine_under_test.serve.metrics import ACCEPTED_PER_POS_KEY_PREFIX, COUNTER_KEY_PREFIX
 
 
 def _has_weights(d: Path) -> bool:
@@ -49,11 +50,17 @@ def build_engine(args: ServeArgs) -> LLMEngine:
 
 
 def engine_stats(engine: LLMEngine) -> dict[str, float]:
-    """Snapshot keys for `metrics.render` (engine thread only)."""
+    """Snapshot keys for `metrics.render` (engine thread only); accepted tokens per draft
+    position i under `accepted_per_pos:i`, one key per position 0 .. k - 1; the counters in
+    `extra["counters"]` ({Prometheus name ending in _total: value}) under `counter:NAME`."""
     s: EngineStats = engine.stats()
     snap: dict[str, float] = {"num_steps": s.num_steps, "num_scheduled_tokens": s.num_scheduled_tokens,
                               "num_draft_tokens": s.num_draft_tokens, "num_accepted_tokens": s.num_accepted_tokens,
                               "pool_usage": s.pool_usage}
+    for i, n in enumerate(s.num_accepted_tokens_per_pos):
+        snap[f"{ACCEPTED_PER_POS_KEY_PREFIX}{i}"] = n
     if "num_drafts" in s.extra:
         snap["num_drafts"] = s.extra["num_drafts"]
+    for name, value in s.extra.get("counters", {}).items():
+        snap[f"{COUNTER_KEY_PREFIX}{name}"] = value
     return snap

@@ -9,23 +9,17 @@ each output to its request's queue. `snapshot()` returns the latest counters for
 flight gets an `ErrorEvent`, `fatal` holds the traceback and the thread ends (the server then
 reports unhealthy and exits). A request the engine refuses at `add_request` (any exception)
 gets an `ErrorEvent` of its own; the thread goes on.
-
-`DFLASH_TEST_STEP_SLEEP_MS` (tests only: a deliberately slowed engine) sleeps that long after
-every step.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
-import time
 import traceback
 from typing import Any, Callable, NamedTuple
 
 IDLE_WAIT_S = 0.05
-STEP_SLEEP_ENV = "DFLASH_TEST_STEP_SLEEP_MS"
 
 
 class TokenEvent(NamedTuple):
@@ -67,7 +61,6 @@ class EngineLoop:
         self._counters: dict[str, float] = {"num_requests": 0, "num_prompt_tokens": 0, "num_generation_tokens": 0}
         self._snapshot: dict[str, float] = dict(self._counters)
         self.fatal: str | None = None
-        self._step_sleep_s = float(os.environ.get(STEP_SLEEP_ENV) or 0) / 1000
         self.thread = threading.Thread(target=self._run, name="engine", daemon=True)
 
     # -- handler side -------------------------------------------------------------------------
@@ -160,8 +153,6 @@ class EngineLoop:
                 if self._engine.has_unfinished_requests():
                     self._route(self._engine.step())
                     self._snapshot = self._make_snapshot()
-                    if self._step_sleep_s:
-                        time.sleep(self._step_sleep_s)
                 elif not busy:
                     self._snapshot = self._make_snapshot()
         except Exception:

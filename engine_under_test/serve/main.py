@@ -8,6 +8,12 @@ Startup lines (stable, one `key=value` list each, for regexes such as `kv_cache_
 `kv_cache_tokens` is vLLM's figure: int(max_concurrency x max_model_len). SIGTERM / SIGINT stop
 the HTTP server, then the engine thread, and exit 0; a failed engine thread exits 1.
 Exit 2: bad flags; exit 3: the engine refused the configuration (its message printed).
+
+Embedding: `main(argv, wrap_engine=f)` serves `f(engine)` instead of the engine it built (called
+once, before the startup lines): a program that runs this server in-process can instrument or
+wrap the engine (time its steps, add counters of its own through `EngineStats.extra["counters"]`,
+see `metrics`). The wrapper must answer what the server reads of an `LLMEngine`: plan, cfg,
+runner, add_request, abort_request, has_unfinished_requests, step, stats.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import asyncio
 import signal
 import sys
 import threading
-from typing import Any
+from typing import Any, Callable
 
 from engine_under_test.serve.args import parse
 from engine_under_test.serve.http_api import ApiServer, serve
@@ -33,7 +39,7 @@ def plan_line(plan: Any, max_model_len: int) -> str:
             f"num_blocks={mem.layout.num_blocks} block_size_tokens={mem.layout.block_size_tokens}")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, wrap_engine: Callable[[Any], Any] | None = None) -> int:
     args = parse(argv)
     from engine_under_test.serve.build import build_engine, engine_stats
 
@@ -42,6 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:   # BudgetRefusal / MemoryRefusal are ValueErrors with the engine's message
         print(f"{PREFIX} refused: {exc}", file=sys.stderr, flush=True)
         return 3
+    if wrap_engine is not None:
+        engine = wrap_engine(engine)
     plan = engine.plan
     print(plan_line(plan, engine.cfg.max_model_len), flush=True)
     graphs = engine.runner.graphs

@@ -4,6 +4,13 @@
                                                         engine counts them; else derive d(draft_tokens) / k)
     vllm:spec_decode_num_draft_tokens_total    counter  draft tokens proposed
     vllm:spec_decode_num_accepted_tokens_total counter  draft tokens accepted
+    vllm:spec_decode_num_accepted_tokens_per_pos_total
+                                               counter  per draft position i (label position="i", one
+                                                        sample per i in 0..k-1): verifies that accepted
+                                                        draft i; a verify accepting n drafts adds 1 to
+                                                        positions 0..n-1 (vLLM 0.33's SpecDecodingStats
+                                                        .observe_draft), so the samples sum to the
+                                                        accepted tokens counter
     vllm:prompt_tokens_total                   counter  prompt tokens of admitted requests
     vllm:generation_tokens_total               counter  output tokens streamed back
     vllm:request_success_total                 counter  requests finished (label finished_reason)
@@ -12,6 +19,9 @@
     reference:num_scheduled_tokens_total       counter  tokens the scheduler scheduled (sum over steps)
     reference:num_steps_total                  counter  engine steps run
     reference:num_requests_total               counter  requests admitted
+
+Counters an embedding program adds (`EngineStats.extra["counters"]`, snapshot keys `counter:NAME`,
+NAME ending in `_total`) follow, one sample each, as they are.
 
 Mean acceptance length over an interval = 1 + d(accepted_tokens) / d(drafts), as vLLM documents.
 """
@@ -34,6 +44,9 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("reference:num_requests_total", "counter", "Requests admitted.", "num_requests"),
 )
 FINISHED_KEY_PREFIX = "finished:"
+ACCEPTED_PER_POS_KEY_PREFIX = "accepted_per_pos:"   # + the draft position, 0 .. k - 1
+ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+COUNTER_KEY_PREFIX = "counter:"   # + a counter's full name (ending in _total), added by an embedding program
 OPTIONAL_KEYS = frozenset({"num_drafts"})   # reported only when the engine counts drafts
 
 
@@ -45,6 +58,14 @@ def render(snapshot: Mapping[str, float]) -> str:
             continue
         base = name[:-len("_total")] if kind == "counter" else name
         lines += [f"# HELP {base} {help_text}", f"# TYPE {base} {kind}", f"{name} {_num(snapshot.get(key, 0))}"]
+    per_pos = sorted((int(k[len(ACCEPTED_PER_POS_KEY_PREFIX):]), v) for k, v in snapshot.items()
+                     if k.startswith(ACCEPTED_PER_POS_KEY_PREFIX))
+    if per_pos:
+        lines += [f"# HELP {ACCEPTED_PER_POS} Accepted tokens per draft position.", f"# TYPE {ACCEPTED_PER_POS} counter"]
+        lines += [f'{ACCEPTED_PER_POS}_total{{position="{i}"}} {_num(v)}' for i, v in per_pos]
+    for key in sorted(k for k in snapshot if k.startswith(COUNTER_KEY_PREFIX)):
+        name = key[len(COUNTER_KEY_PREFIX):]
+        lines += [f"# TYPE {name.removesuffix('_total')} counter", f"{name} {_num(snapshot[key])}"]
     lines += ["# HELP vllm:request_success Count of successfully processed requests.",
               "# TYPE vllm:request_success counter"]
     for key in sorted(k for k in snapshot if k.startswith(FINISHED_KEY_PREFIX)):

@@ -1,7 +1,7 @@
 """The throughput bands (`bands.py`): pure judging of a ladder against its golden, on the committed
-golden of one H200 and on runs derived from it; and, on a real tiny ladder on the CPU, a run whose
-engine sleeps after every step (`DFLASH_TEST_STEP_SLEEP_MS`) judged outside the bands of an
-unslowed run of the same test."""
+golden of one H200 and on runs derived from it; and, on a real tiny ladder on the CPU, a run of
+the live port slowed after every step (examples/live-port, defect `slow-step`, sleeping ten times
+each step's own wall time) judged outside the bands of an unslowed run of the reference."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+
+import yaml
 
 from conformance import paths
 
@@ -71,6 +73,15 @@ def test_other_card_is_not_comparable_and_missing_rungs_are_listed() -> None:
     assert b.card_kind("one NVIDIA H200 (139.8 GiB) [GPU-1], driver 580, CUDA 13.0, torch 2.11") == "NVIDIA H200 (139.8 GiB)"
 
 
+def _slowed_port(directory: Path, ratio: float) -> Path:
+    """The live port's slow-step engine file, sleeping `ratio` x each step's wall time."""
+    doc = yaml.safe_load((paths.REPO_ROOT / "examples" / "live-port" / "engine-slow.yaml").read_text())
+    doc["live"]["command"] += ["--slow-step-ratio", str(ratio)]
+    out = directory / "engine-slowed.yaml"
+    out.write_text(yaml.safe_dump(doc))
+    return out
+
+
 def test_slowed_engine_step_is_judged_outside_the_bands(tmp_path: Path, monkeypatch) -> None:
     lr, b = _sibling("ladder_run"), _sibling("bands")
     plan = dataclasses.replace(lr.plan_from_env({"DFLASH_THROUGHPUT_SHAPES": "tiny"}), concurrencies=(2,),
@@ -78,7 +89,7 @@ def test_slowed_engine_step_is_judged_outside_the_bands(tmp_path: Path, monkeypa
     ref, _, _ = lr.run_throughput(plan, tmp_path / "normal", tmp_path / "work-normal")
     golden = b.throughput_view(ref)
     assert b.judge(golden, golden).passed
-    monkeypatch.setenv("DFLASH_TEST_STEP_SLEEP_MS", "400")      # read by the server's engine loop
+    monkeypatch.setenv("DFLASH_THROUGHPUT_ENGINE", str(_slowed_port(tmp_path, 10)))   # the suite's engine
     slowed, _, _ = lr.run_throughput(plan, tmp_path / "slowed", tmp_path / "work-slowed")
     assert slowed["status"] == "ok", slowed["message"]
     verdict = b.judge(golden, b.throughput_view(slowed))
