@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Callable
 
 from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from conformance import envs
 from conformance.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, sha256_of, validate_target
@@ -130,6 +131,14 @@ def _normalize_glob(glob: str) -> str:
     return re.sub(r"[-_.]+", "-", glob.lower())
 
 
+def _same_version(a: str, b: str) -> bool:
+    """PEP 440 equality (local labels count: 2.11.0+cu130 is not 2.11.0); text equality for what is no version."""
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
 def select(venv: dict[str, Pin], host: dict[str, Pin], req: PackRequest) -> tuple[list[Pin], list[dict], list[dict]]:
     """(pins to pack, left out with reasons, host-package deviations)."""
     need = {canonicalize_name(n) for n in req.need}
@@ -139,6 +148,9 @@ def select(venv: dict[str, Pin], host: dict[str, Pin], req: PackRequest) -> tupl
         unknown = sorted(names - set(venv))
         if unknown:
             raise ConformanceError(f"{flag} {', '.join(unknown)}: not in {req.engine.name}'s venv")
+    for glob in req.use_host:
+        if not any(fnmatch.fnmatchcase(key, _normalize_glob(glob)) for key in venv):
+            raise ConformanceError(f"--use-host {glob}: matches no package of {req.engine.name}'s venv")
     keep, left, deviations = [], [], []
     for key in sorted(venv):
         pin = venv[key]
@@ -152,7 +164,7 @@ def select(venv: dict[str, Pin], host: dict[str, Pin], req: PackRequest) -> tupl
             left.append({"name": pin.name, "version": pin.version, "reason": "left out on request (--leave-out)"})
         elif key in need:
             keep.append(pin)
-        elif hosted is not None and hosted.version == pin.version:
+        elif hosted is not None and _same_version(hosted.version, pin.version):
             left.append({"name": pin.name, "version": pin.version, "host_version": hosted.version,
                          "reason": "the host has this exact version (--host-freeze)"})
         elif glob is not None:

@@ -161,7 +161,9 @@ def test_use_host_globs_leave_packages_to_the_host_as_deviations_and_need_keeps_
     freeze = _vllm_freeze()
     nvidia = sorted(k for k in freeze if k.startswith("nvidia-"))
     assert "nvidia-nccl-cu13" in nvidia and len(nvidia) > 1
-    host = {"nvidia-nccl-cu13": Pin("nvidia-nccl-cu13", "2.28.9")}
+    host = {"nvidia-nccl-cu13": Pin("nvidia-nccl-cu13", "2.28.9"),
+            "torch": Pin("torch", freeze["torch"].version + "+cu130"),  # a local label is another build
+            "tabulate": Pin("tabulate", freeze["tabulate"].version + ".0")}  # PEP 440: the same version
     req = env_pack.PackRequest(engine=resolve_engine("vllm"), target=Target("3.12", PLATFORM), out=tmp_path,
                                use_host=["NVIDIA_*"], need=["nvidia-nccl-cu13"])
     keep, left, devs = env_pack.select(freeze, host, req)
@@ -170,6 +172,7 @@ def test_use_host_globs_leave_packages_to_the_host_as_deviations_and_need_keeps_
     assert {d["name"] for d in devs} == {freeze[k].name for k in nvidia} - {freeze["nvidia-nccl-cu13"].name}
     assert all(d["host_version"] == "not in the host freeze" for d in devs)
     assert "pip" not in kept and "jsonschema" in kept and "pyyaml" in kept  # the probe's needs stay
+    assert "torch" in kept and "tabulate" not in kept
 
     req.need = []
     _keep, _left, devs = env_pack.select(freeze, host, req)
@@ -197,8 +200,11 @@ def test_a_package_without_a_wheel_for_the_target_is_named_and_nothing_final_is_
     (["vllm", "--wheel-cache", "{tmp}/no-such-dir"], {}, "--wheel-cache {tmp}/no-such-dir: no such directory"),
     (["vllm", "--deviation-env", "NOVALUE"], {}, "--deviation-env NOVALUE: give NAME=VALUE"),
     (["vllm", "--python", "twelve"], {}, "--python twelve: give a CPython minor version"),
+    (["vllm", "--use-host", "nvida-*"], {}, "--use-host nvida-*: matches no package of vllm's venv"),
 ])
 def test_bad_input_is_a_clear_message_and_exit_2(tmp_path, capsys, monkeypatch, argv, env, message):
+    if "--use-host" in argv:
+        _vllm_freeze()  # judged against the venv's packages
     for k, v in env.items():
         monkeypatch.setenv(k, v.format(tmp=tmp_path))
     args = [a.format(tmp=tmp_path) for a in argv]

@@ -8,16 +8,14 @@ import os
 import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
 
 import pytest
-from packaging.utils import canonicalize_name
 
 from conformance import env_pack, paths
 from conformance.env_pack_fetch import Target, required_glibc
 from conformance.envs import oracle_env
 from conformance.errors import ConformanceError
-from conformance.harness.host_env import cuda_version_text, engine_torch, host_environment, nvml_environment
+from conformance.harness.host_env import cuda_version_text, engine_torch, nvml_environment
 from conformance.harness.pack_provenance import pack_provenance
 from conformance.harness.registry import resolve_engine
 
