@@ -16,6 +16,7 @@ import configparser
 import fnmatch
 import json
 import re
+import os
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -83,8 +84,11 @@ def venv_freeze(spec: EngineFile) -> tuple[envs.OracleEnv, dict[str, Pin]]:
     if state != "ready":
         raise ConformanceError(f"{spec.name} {spec.version}: its venv at {env.path} is {state}; "
                                f"build it first with `conformance envs install {spec.name}`")
+    # NOTE: from the venv's own folder and with no PYTHONPATH: `python -m` puts the working directory on
+    # sys.path, and a checkout's *.egg-info there would be listed as a package of the venv
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     out = subprocess.run([str(env.python), "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check"],
-                         capture_output=True, text=True, check=False)
+                         capture_output=True, text=True, check=False, cwd=str(env.path), env=clean)
     if out.returncode != 0:
         raise ConformanceError(f"{env.path}: `pip list --format=freeze` failed: {out.stderr.strip()[-500:]}")
     return env, parse_freeze(out.stdout, f"{env.path} (pip list --format=freeze)")
