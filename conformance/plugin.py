@@ -223,11 +223,12 @@ class ConformanceSession:
         key = (engine, case.id)
         if key not in self._served:
             from conformance.commands.ladder import _overrides
-            from conformance.live.measure import measure, pack_provenance
+            from conformance.harness.pack_provenance import pack_provenance
+            from conformance.live.measure import measure
 
             spec = self.engines[engine]
             packs = [Path(p) for p in self.config.getoption("--oracle-pack")]
-            pack = next((p for p in packs if pack_provenance(p)[0].get("engine") == spec.name), None)
+            pack = next((p for p in packs if pack_provenance(p).get("engine") == spec.name), None)
             log_dir = Path(self.store.root) / "live" / engine
             self._served[key] = measure(spec, case, _overrides(self.config.getoption("--live-set")), log_dir,
                                         pack_dir=pack)

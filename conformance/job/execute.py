@@ -166,11 +166,10 @@ def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], 
 
 
 def _pack_of(spec: EngineFile, packs: Sequence[Path]) -> Path | None:
-    from conformance.live.measure import pack_provenance
+    from conformance.harness.pack_provenance import pack_provenance
 
     for pack in packs:
-        env, _ = pack_provenance(pack)
-        if env.get("engine") == spec.name:
+        if pack_provenance(pack).get("engine") == spec.name:
             return pack
     return None
 

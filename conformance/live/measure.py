@@ -9,9 +9,10 @@ does (`harness.live.run_live`): the case's ladder (`live.spec`) served through t
     device.hardware        the card, its driver and CUDA version, and the framework's torch
     throughput.plan_expected  the startup figures the engine's own plan of the case predicts (engines
                            under test with a `plan:` section; None otherwise): live.plan_matches_run
-    provenance.environment the oracle pack the engine ran from (versions of every package, the host's
-                           CUDA and driver) and provenance.deviations, each deviation from the oracle's
-                           defaults, when the engine ran from a pack (`pack_dir`)
+    provenance.environment {pack: the oracle pack the engine ran from (`harness.pack_provenance`: every
+                           package's version, what was left out), host: the host's driver, CUDA and the
+                           engine's torch (`harness.host_env`)}, and provenance.deviations, each deviation
+                           from the oracle's defaults, when the engine ran from a pack (`pack_dir`)
 
 `expected_startup_figures(plan_obs, case_spec)` maps a plan observation to the startup figure names
 the shipped manifests read (vLLM's own definitions: kv_cache_tokens = int(max_concurrency x
@@ -20,7 +21,6 @@ max_model_len)).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -30,7 +30,6 @@ from conformance.harness.engine_file import EngineFile
 from conformance.live.spec import live_spec
 
 UNDER_TEST = "under-test"
-PACK_FILE = "oracle-pack.json"
 
 
 def expected_startup_figures(plan_obs: dict[str, Any], case_spec: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -50,19 +49,6 @@ def expected_startup_figures(plan_obs: dict[str, Any], case_spec: Mapping[str, A
         "num_blocks": pool.get("num_blocks"),
         "block_size_tokens": pool.get("block_size_tokens"),
     }
-
-
-def pack_provenance(pack_dir: Path) -> tuple[dict[str, Any], list[Any]]:
-    """(environment, deviations) recorded by `conformance envs pack` in `pack_dir/oracle-pack.json`."""
-    path = Path(pack_dir) / PACK_FILE
-    try:
-        doc = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: not an oracle pack ({exc})") from None
-    env = {k: doc.get(k) for k in ("engine", "version", "python", "platform")}
-    env["packages"] = {p["name"]: p["version"] for p in doc.get("packages") or [] if isinstance(p, dict)}
-    env["left_out"] = doc.get("left_out") or []
-    return env, list(doc.get("deviations") or [])
 
 
 def _own_plan(engine: EngineFile, case: Case, log_dir: Path | None) -> dict[str, Any] | None:
@@ -85,13 +71,18 @@ def measure(engine: EngineFile, case: Case, overrides: Mapping[str, Any] | None 
         raise ValueError(f"{engine.path}: engine {engine.name} has no `live:` section: it cannot be served")
     manifest = manifest_from_engine_file(engine.live, engine.path, engine.name)
     values = {"device": spec.device, **dict(overrides or {})}
-    environment, deviations = pack_provenance(pack_dir) if pack_dir else (None, [])
+    environment = None
+    if pack_dir:
+        from conformance.harness.host_env import host_environment
+        from conformance.harness.pack_provenance import pack_provenance
+
+        environment = {"pack": pack_provenance(pack_dir), "host": host_environment(pack_dir, python="python3")}
     obs = run_live(manifest, case.to_json(), spec.loadgen_settings(), values, log_dir, on_rung=on_rung)
     obs["engine"]["name"] = engine.name
     obs["device"]["hardware"] = describe_with_versions(str(values["device"]))
     if environment is not None:
+        obs["provenance"]["deviations"] = environment["pack"].pop("deviations")
         obs["provenance"]["environment"] = environment
-        obs["provenance"]["deviations"] = deviations
     if obs.get("throughput") is not None:
         obs["throughput"]["plan_expected"] = (_own_plan(engine, case, log_dir)
                                               if engine.role == UNDER_TEST and engine.plan else None)
