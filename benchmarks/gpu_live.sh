@@ -8,23 +8,30 @@
 #                needs (wheels in $STASH/*/fw/*.whl) into /tmp/fw-site
 #   golden-2b    vLLM's live golden of live-2b-dflash-k8 (pytest suites/live -m gpu --snapshot-update)
 #   golden-27b   vLLM's live golden of live-27b-dflash-c32-k8
-#   judged       conformance run --live on live-2b-dflash-k8: the reference and the live ports ($PORTS)
-#                against vLLM's golden recorded on this card
-#   reference-3  the unchanged reference served three times on live-2b-dflash-k8, each judged
+#   judged       conformance run --live on live-2b-dflash-k8 of $ENGINES (default: reference; e.g. the live
+#                ports of examples/live-port) against vLLM's golden recorded on this card
+#   reference-N  the unchanged reference served N more times on live-2b-dflash-k8 (N = 1..3), each judged
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
-# of the same machine read them; each step copies what it wrote to OUT.
+# of the same machine read them. Every step writes under /tmp/gpu-out (kept while the machine is held);
+# at the end that folder and the live goldens are packed into one file, RESULTS/gpu-live.tgz.
 set -uo pipefail
-OUT=${1:?usage: gpu_live.sh OUT STEP...}; shift
+RESULTS=${1:?usage: gpu_live.sh RESULTS STEP...}; shift
+OUT=/tmp/gpu-out
 STASH=${STASH:-/tmp/stash}
 PACK=/tmp/vllm-pack
 GOLDENS=${GOLDENS:-/tmp/goldens}
-PORTS=${PORTS:-}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export PYTHONPATH="$PWD:/tmp/fw-site${PYTHONPATH:+:$PYTHONPATH}"
 export DFLASH_CONFORMANCE_GOLDENS=$GOLDENS
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$RESULTS"
 [ -d "$GOLDENS" ] || cp -r goldens "$GOLDENS"
+pack_results() { mkdir -p "$OUT/goldens-live"; cp -r "$GOLDENS"/live/. "$OUT/goldens-live/" 2>/dev/null
+                 tar czf "$RESULTS/gpu-live.tgz" -C "$OUT" .; }
+trap pack_results EXIT
+trap 'exit 130' INT TERM
+# each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
+T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
 VLLM_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
 
 for step in "$@"; do
@@ -41,20 +48,19 @@ for step in "$@"; do
       ;;
     golden-2b|golden-27b)
       case_id=live-2b-dflash-k8; [ "$step" = golden-27b ] && case_id=live-27b-dflash-c32-k8
-      python3 -m pytest -p conformance.plugin suites/live -m gpu --engines vllm --cases "$case_id" \
-        "${VLLM_SET[@]}" --snapshot-update -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-verdicts.jsonl" \
+      "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines vllm --cases "$case_id" \
+        "${VLLM_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-verdicts.jsonl" \
         2>&1 | tee "$OUT/$step.log" | tail -40
-      mkdir -p "$OUT/goldens"; cp "$GOLDENS"/live/test_live/*.json "$OUT/goldens/" 2>/dev/null
       ;;
     judged)
-      python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "reference${PORTS:+,$PORTS}" \
-        --set "vllm=$PACK/bin/vllm" --out /tmp/reports 2>&1 | tee "$OUT/judged.log" | tail -60
+      "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "${ENGINES:-reference}" \
+        --set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK" --out /tmp/reports 2>&1 | tee "$OUT/judged.log" | tail -60
       run=$(ls -td /tmp/reports/2* | head -1); mkdir -p "$OUT/judged"
       cp "$run"/observations.jsonl "$run"/index.html "$run"/junit.xml "$run"/run.json "$OUT/judged/" 2>/dev/null
       ;;
-    reference-3)
-      for i in 1 2 3; do
-        python3 -m conformance run --live --cases live-2b-dflash-k8 --engines reference --out /tmp/reports-ref \
+    reference-[123])
+      for i in $(seq 1 "${step#reference-}"); do
+        "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines reference --out /tmp/reports-ref \
           2>&1 | tee "$OUT/reference-$i.log" | grep -E "live\.|pass:|FAIL|ERROR" | tail -20
         run=$(ls -td /tmp/reports-ref/2* | head -1); mkdir -p "$OUT/reference-$i"
         cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-$i/" 2>/dev/null
