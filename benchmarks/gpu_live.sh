@@ -54,9 +54,9 @@ for step in "$@"; do
       ;;
     judged)
       "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "${ENGINES:-reference}" \
-        --set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK" --out /tmp/reports 2>&1 | tee "$OUT/judged.log" | tail -60
-      run=$(ls -td /tmp/reports/2* | head -1); mkdir -p "$OUT/judged"
-      cp "$run"/observations.jsonl "$run"/index.html "$run"/junit.xml "$run"/run.json "$OUT/judged/" 2>/dev/null
+        --set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK" --out /tmp/reports 2>&1 | tee "$OUT/judged-$(date -u +%H%M%S).log" | tail -60
+      run=$(ls -td /tmp/reports/2* | head -1)
+      mkdir -p "$OUT/judged-${run##*/}"; cp "$run"/observations.jsonl "$run"/index.html "$run"/junit.xml "$run"/run.json "$OUT/judged-${run##*/}/" 2>/dev/null
       ;;
     reference-[123])
       for i in $(seq 1 "${step#reference-}"); do
