@@ -6,7 +6,8 @@
 #   install      reassemble the oracle pack from $STASH/*/part-* (a tar of `conformance envs pack vllm` split in
 #                pieces), run its install.sh into /tmp/vllm-pack/site, and install the framework's own
 #                needs (wheels in $STASH/*/fw/*.whl) into /tmp/fw-site
-#   golden-2b    vLLM's live golden of live-2b-dflash-k8 (pytest suites/live -m gpu --snapshot-update)
+#   install-fw   only the framework's own needs, from $FW_WHEELS (a glob of wheels), for steps without vLLM
+#   golden-2b    $GOLDEN_ENGINES' (default vllm) live golden of live-2b-dflash-k8 (pytest --snapshot-update)
 #   golden-27b   vLLM's live golden of live-27b-dflash-c32-k8
 #   judged       conformance run --live on live-2b-dflash-k8 of $ENGINES (default: reference; e.g. the live
 #                ports of examples/live-port) against vLLM's golden recorded on this card
@@ -32,7 +33,7 @@ trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
-VLLM_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
+VLLM_SET=(); [ -f "$PACK/oracle-pack.json" ] && VLLM_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
 
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
@@ -46,15 +47,20 @@ for step in "$@"; do
       "$PACK/bin/vllm" --version | tee -a "$OUT/gpu.txt"
       python3 -c "import torch; print('host torch', torch.__version__, torch.version.cuda, torch.cuda.mem_get_info())" | tee -a "$OUT/gpu.txt"
       ;;
+    install-fw)
+      mkdir -p /tmp/fw-site
+      python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fw-site ${FW_WHEELS:?} || exit 1
+      nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu.txt"
+      ;;
     golden-2b|golden-27b)
       case_id=live-2b-dflash-k8; [ "$step" = golden-27b ] && case_id=live-27b-dflash-c32-k8
-      "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines vllm --cases "$case_id" \
-        "${VLLM_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-verdicts.jsonl" \
-        2>&1 | tee "$OUT/$step.log" | tail -40
+      "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
+        "${VLLM_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-${GOLDEN_ENGINES:-vllm}-verdicts.jsonl" \
+        2>&1 | tee "$OUT/$step-${GOLDEN_ENGINES:-vllm}.log" | tail -40
       ;;
     judged)
       "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "${ENGINES:-reference}" \
-        --set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK" --out /tmp/reports 2>&1 | tee "$OUT/judged-$(date -u +%H%M%S).log" | tail -60
+        --set "vllm=$PACK/bin/vllm" --out /tmp/reports 2>&1 | tee "$OUT/judged-$(date -u +%H%M%S).log" | tail -60
       run=$(ls -td /tmp/reports/2* | head -1)
       mkdir -p "$OUT/judged-${run##*/}"; cp "$run"/observations.jsonl "$run"/index.html "$run"/junit.xml "$run"/run.json "$OUT/judged-${run##*/}/" 2>/dev/null
       ;;
