@@ -6,14 +6,16 @@ Contract: `live_spec(case_spec)` returns a `LiveSpec`, or None for a case that i
     num_repeats 3, num_warmup_waves 1, min_requests_per_slot 1, device cuda
     parity      (same run, same card, engine / oracle)   tok/s >= 0.9 x, TTFT p50 <= 1.25 x,
                                                           TPOT p50 <= 1.15 x, ITL p50 <= 1.15 x
-    regression  (an engine against its own live golden)  tok/s >= 0.75 x, TTFT p50 <= 1.75 x,
+    regression  (an engine against its own live golden)  tok/s >= 0.75 x, TTFT p50 <= 2.5 x,
                                                           TPOT p50 <= 1.35 x, ITL p50 <= 1.5 x
     acceptance  mean length +- 0.1, each position's rate +- 0.05
 
-The regression band is the wider: a golden was recorded on another machine of the profile, and the
-same code moved by up to 0.81 x in tok/s, 1.62 x in TTFT, 1.26 x in TPOT and 1.39 x in ITL between
-two H200 machines (suites/results/throughput/README.md); the parity band compares two engines
-measured minutes apart on one card.
+The regression band is the wider: a golden was recorded in another run, often on another machine of
+the profile, and the same code moved by up to 0.81 x in tok/s, 1.26 x in TPOT and 1.39 x in ITL between
+two H200 machines (suites/results/throughput/README.md). TTFT moves most: at c = 2 the reference's
+per-run TTFT p50 was 36 ms in one run and 73-85 ms in another on the same H200 (which engine step a
+first token joins; suites/results/live/h200/README.md), 2.33 x, so its band sits at 2.5 x. The parity
+band compares two engines measured minutes apart on one card.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Band:
 
 
 PARITY = Band(0.9, 1.25, 1.15, 1.15)
-REGRESSION = Band(0.75, 1.75, 1.35, 1.5)
+REGRESSION = Band(0.75, 2.5, 1.35, 1.5)
 
 
 @dataclass(frozen=True)
