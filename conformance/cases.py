@@ -156,10 +156,15 @@ def load_all(directory: Path | None = None) -> list[Case]:
 
 
 def find_case(ref: str, directory: Path | None = None) -> Case:
-    """`ref` is a shipped case id or a path to a case file."""
+    """`ref` is a shipped case id (suites/cases, then the live cases of suites/live/cases) or a path to a
+    case file."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") or p.exists():
         return load_case(p)
+    if directory is None:
+        live = paths.live_cases_dir() / f"{ref}.yaml"
+        if live.is_file() and not any(f.stem == ref for f in case_files(None)):
+            return load_case(live)
     for f in case_files(directory):
         # Cheap id match first: the file stem is the id by convention, else parse.
         if f.stem == ref:
