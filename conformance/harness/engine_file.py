@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import re
 import string
-import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +54,7 @@ PLAN_PLACEHOLDERS = {
     "engine_name": "the engine file's name",
     "defects": "the engine file's defects, comma-separated, or 'none'",
 }
+MAX_VERSION_BYTES = 1 << 16   # a version command's stdout (the rest is discarded unread)
 TRACE_GROUPS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
 
@@ -137,25 +137,39 @@ class EngineFile:
 
     @cached_property
     def resolved_version(self) -> str:
-        """`version`, else the last line `version_command` prints, else 'unknown' (adapters of a
-        module plan report their own)."""
+        """`version`, else the last line `version_command` prints (run under the engine's own
+        `timeout_s`, its stdout read through `MAX_VERSION_BYTES`, nothing it starts left running),
+        else 'unknown' (adapters of a module plan report their own)."""
         if self.version:
             return self.version
         if self.version_command:
             import sys
 
+            import tempfile
+
+            from conformance.harness.capture import run_capped
+
             values = {"engine_dir": str(self.engine_dir), "python": sys.executable}
             argv = [fill(a, values, f"{self.path}: version_command") for a in self.version_command]
-            try:
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                                     cwd=str(self.engine_dir))
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                return f"unknown ({type(exc).__name__}: {exc})"
-            lines = out.stdout.strip().splitlines()
-            if out.returncode == 0 and lines:
+            timeout_s = self.timeout_s
+            with tempfile.TemporaryDirectory(prefix="version-") as tmp:
+                try:
+                    rc, text, _ = run_capped(argv, timeout_s, MAX_VERSION_BYTES, Path(tmp), cwd=str(self.engine_dir))
+                except OSError as exc:
+                    return f"unknown ({type(exc).__name__}: {exc})"
+            if rc is None:
+                return f"unknown (version_command did not finish within the engine's {timeout_s:g} s; killed)"
+            lines = text.strip().splitlines()
+            if rc == 0 and lines:
                 return lines[-1].strip()[:200]
-            return f"unknown (version_command exited {out.returncode})"
+            return f"unknown (version_command exited {rc})"
         return "unknown"
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one of its commands may run: the plan's timeout (a module plan's startup timeout)."""
+        plan = self.plan
+        return plan.startup_timeout_s if isinstance(plan, ModulePlan) else plan.timeout_s
 
     def describe_plan(self) -> str:
         if isinstance(self.plan, ModulePlan):
