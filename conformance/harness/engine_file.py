@@ -54,6 +54,8 @@ PLAN_PLACEHOLDERS = {
     "engine_name": "the engine file's name",
     "defects": "the engine file's defects, comma-separated, or 'none'",
 }
+# A version names directories in the cache (`<cache>/oracles/<name>-<version>`): one safe path component
+SAFE_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*")
 MAX_VERSION_BYTES = 1 << 16   # a version command's stdout (the rest is discarded unread)
 TRACE_GROUPS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
@@ -280,6 +282,10 @@ def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     if problems:
         raise EngineFileError(problems)
     plan, problems = _plan(doc, path)
+    version = doc.get("version")
+    if version is not None and not SAFE_VERSION.fullmatch(version):
+        problems.append(f"{path}: version: {version!r} is not a version: it names a directory in the cache, so it "
+                        f"is letters, digits and . _ + ~ - only, starting with a letter or digit (no '/', no '..')")
     if not isinstance(plan, ModulePlan):
         problems += _placeholder_problems(path, f"plan.{plan.kind}", plan.argv, plan.env)
     live = doc.get("live")
