@@ -187,7 +187,9 @@ def fill(template: str, values: Mapping[str, Any], where: str) -> str:
         if name is None:
             continue
         if name not in values or values[name] is None:
-            raise EngineFileError([f"{where}: placeholder {{{name}}} is not set (known: {', '.join(sorted(values))})"])
+            from conformance.harness.manifest import unknown_placeholder
+
+            raise EngineFileError([f"{where}: {unknown_placeholder(name, values)}"])
         out.append(str(values[name]))
     return "".join(out)
 
@@ -250,7 +252,7 @@ def _plan(doc: dict[str, Any], path: Path) -> tuple[ModulePlan | CommandPlan | L
 
 def _placeholder_problems(path: Path, where: str, argv: tuple[Any, ...], env: Mapping[str, Any]) -> list[str]:
     """Every {placeholder} of a plan's argv and env must be one the harness fills."""
-    from conformance.harness.manifest import PLACEHOLDERS
+    from conformance.harness.manifest import BRACE_HINT, PLACEHOLDERS, unknown_placeholder
 
     known = set(PLACEHOLDERS) | set(PLAN_PLACEHOLDERS)
     items: list[tuple[str, str]] = []
@@ -266,10 +268,9 @@ def _placeholder_problems(path: Path, where: str, argv: tuple[Any, ...], env: Ma
         try:
             names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
         except ValueError as exc:
-            problems.append(f"{path}: {at}: bad placeholder syntax: {exc}")
+            problems.append(f"{path}: {at}: bad placeholder syntax: {exc} ({BRACE_HINT})")
             continue
-        problems += [f"{path}: {at}: unknown placeholder {{{n}}} (known: {', '.join(sorted(known))})"
-                     for n in sorted(names - known)]
+        problems += [f"{path}: {at}: {unknown_placeholder(n, known)}" for n in sorted(names - known)]
     return problems
 
 
