@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -147,6 +148,14 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print("conformance ladder: interrupted", file=sys.stderr)
             return stop.exit_code or 130
+        if stop.signum is not None:   # a signal that something below caught and turned into a failed rung
+            obs["status"] = "error"
+            obs["message"] = f"interrupted ({signal.Signals(stop.signum).name}); {obs.get('message') or ''}".strip()
+            if args.out:
+                _write(args.out, obs)
+            print(f"conformance ladder: interrupted{f'; the observation is in {args.out}' if args.out else ''}",
+                  file=sys.stderr)
+            return stop.exit_code
     print_table(obs)
     if args.out:
         _write(args.out, obs)

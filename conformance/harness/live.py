@@ -149,13 +149,13 @@ class EngineProcess:
         return None if rc is None else f"engine {describe_exit(rc)}"
 
     def stop(self) -> None:
-        """SIGTERM to its group (the supervisor passes it to every process of the tree, detached ones
+        """SIGTERM to the supervisor (it passes it once to every process of the tree, detached ones
         included), `stop_timeout_s` to exit, then SIGKILL to the whole tree (`kill_group`)."""
         if self.proc is None:
             return
         if self.proc.poll() is None:
             try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
+                os.kill(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(timeout=self.stop_timeout_s)
             except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
                 pass

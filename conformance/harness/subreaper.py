@@ -9,10 +9,11 @@ stdin, stdout, stderr and environment, dying with it (PR_SET_PDEATHSIG), then:
 
 - without `--linger` (plans, version commands): once ARGV exits, every process left in its tree
   is killed (SIGKILL) and the supervisor ends as ARGV ended (same exit code, same signal);
-- with `--linger` (live servers): it waits while anything of the tree still runs (a launcher that
-  exits after detaching its server keeps the server watched), then ends as ARGV ended.
+- with `--linger` (live servers): once ARGV exits 0, it waits while anything of the tree still runs
+  (a launcher that exits after detaching its server keeps the server watched), then ends as ARGV
+  ended; ARGV failing (non-zero, a signal) ends it at once as without `--linger`.
 
-SIGTERM, SIGINT and SIGHUP are passed on to every process of its tree; the caller's SIGKILL of
+SIGTERM, SIGINT and SIGHUP sent to it are passed on, once, to every process of its tree; the caller's SIGKILL of
 the supervisor's group is followed by `supervise.kill_group`'s kill of the whole tree. Where
 prctl is missing (not Linux) it still runs ARGV and passes signals; detached processes then
 escape to init, as without it.
@@ -139,8 +140,8 @@ def main(argv: list[str]) -> None:
         if pid == child.pid:
             main_status = status
             child.returncode = 0   # reaped here: Popen must not wait for it again
-            if not linger:
-                break
+            if not linger or not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
+                break   # a launcher that exits 0 leaves its server watched; a failure ends everything
     if main_status is None:   # cannot happen (the child is ours), but end as a failure, never hang
         os._exit(70)
     for _ in range(3):        # a process forking while it is killed: go round again
