@@ -106,7 +106,8 @@ def _said(ran: Ran, obs: dict | None = None) -> str:
 # --- items 6, 7: plan and version commands -------------------------------------------------------------
 
 def _daemon(pid_file: Path) -> str:
-    return f"setsid -f sh -c 'echo $$ >> {pid_file}; exec sleep 300' </dev/null >/dev/null 2>&1"
+    return (f"setsid -f sh -c 'echo $$ >> {pid_file}; exec sleep 300' </dev/null >/dev/null 2>&1; "
+            f"while [ ! -s {pid_file} ]; do sleep 0.05; done")
 
 
 def process_rows(tmp: Path) -> Iterator[Row]:

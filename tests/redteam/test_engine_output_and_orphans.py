@@ -46,8 +46,9 @@ def _gone(pid_file: Path, within_s: float = 10.0) -> None:
 
 
 def _daemon(pid_file: Path) -> str:
-    """A shell line that detaches a sleeping daemon with setsid -f; the daemon writes its pid."""
-    return f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 300' </dev/null >/dev/null 2>&1"
+    """A shell line that detaches a sleeping daemon with setsid -f, then waits until the daemon wrote its pid."""
+    return (f"setsid -f sh -c 'echo $$ > {pid_file}; exec sleep 300' </dev/null >/dev/null 2>&1; "
+            f"while [ ! -s {pid_file} ]; do sleep 0.05; done")
 
 
 def _engine(tmp_path: Path, plan: dict, **top) -> Path:
