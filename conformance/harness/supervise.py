@@ -13,7 +13,7 @@ version command); with it, it stays while any of the tree runs (a live server be
 that detaches it). A command that cannot be started raises OSError here, as Popen would.
 `kill_group(proc)` freezes the supervisor, kills its whole tree, then its group. `describe_exit(code)` words an exit status as a user
 reads it ("exited with code 3", "was killed by SIGKILL (killed: out of memory?)"); `tail(path)`
-never raises.
+never raises and reads only the end of the file.
 
 NOTE: PR_SET_PDEATHSIG fires when the *thread* that started the child exits: spawn children from
 a thread that outlives them (the main thread, as every runner here does).
@@ -36,12 +36,20 @@ from typing import Any, Sequence
 LOG_TAIL_LINES = 25
 
 
+TAIL_READ_BYTES = 1 << 18   # tail() reads at most the log's last 256 KiB, never the whole file
+TAIL_LINE_CHARS = 2000      # and cuts each line it returns there
+
+
 def tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
     try:
-        lines = path.read_text(errors="replace").splitlines()
+        with path.open("rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - TAIL_READ_BYTES))
+            lines = fh.read(TAIL_READ_BYTES).decode("utf-8", errors="replace").splitlines()
     except OSError:
         return "(no log)"
-    return "\n".join(lines[-n:]) or "(log is empty)"
+    lines = [line if len(line) <= TAIL_LINE_CHARS else line[:TAIL_LINE_CHARS] + " [line cut]" for line in lines[-n:]]
+    return "\n".join(lines) or "(log is empty)"
 
 
 def describe_exit(code: int) -> str:
