@@ -322,7 +322,7 @@ def cache_rows(tmp: Path) -> Iterator[Row]:
     (egg / "requires.txt").write_text("torch>=2.4\n")
     ran = cli(["envs", "install", "--force", str(venv_engine)], tmp, timeout_s=300,
               PYTHONPATH=os.pathsep.join([str(REPO), str(egg.parent)]))
-    yield "10", "venv build with the checkout's egg-info on PYTHONPATH", ran.head, ran.wall_s, ran.peak_mib, \
+    yield "10", "venv build, checkout egg-info on PYTHONPATH", ran.head, ran.wall_s, ran.peak_mib, \
         "ready" if (venv / "conformance-env.json").is_file() else "not built"
     victim = tmp / "victim"
     victim.mkdir(exist_ok=True)
