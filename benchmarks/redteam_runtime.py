@@ -132,6 +132,14 @@ def process_rows(tmp: Path) -> Iterator[Row]:
     cut = "lines cut" if "were cut to" in json.dumps(obs.get("provenance", {})) else "no cut noted"
     yield "6", "(\\d+) running vs one 200k-digit line, timeout 5 s", f"{ran.head}; {obs.get('status')}, {cut}", \
         ran.wall_s, ran.peak_mib, "-"
+    eng = _engine(tmp, "regex-backtrack", {"version": "1", "plan": {"log": {
+        "argv": [sys.executable, "-c", "print('x' * 3000)"], "timeout_s": 5,
+        "fields": {"budget.max_num_seqs": r"((x+x+)+)y"}}}})
+    ran = cli(["plan", "--engine", str(eng), "--case", CASE, *logs], tmp, timeout_s=90)
+    obs = _obs(ran)
+    yield "6", "((x+x+)+)y vs 3,000 x (exponential backtracking)", \
+        f"{ran.head}; {obs.get('status')}: {'time budget' if 'did not finish' in obs.get('message', '') else '?'}", \
+        ran.wall_s, ran.peak_mib, "-"
     flood_logs = tmp / "flood-logs"
     eng = _engine(tmp, "flood", {"version": "1", "plan": {"command": {
         "argv": ["sh", "-c", "head -c 300000000 /dev/zero | tr '\\0' x 1>&2; exit 1"], "timeout_s": 120}}})

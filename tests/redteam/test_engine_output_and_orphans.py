@@ -113,3 +113,15 @@ def test_a_version_command_is_capped_and_bounded_by_the_engines_timeout(tmp_path
     assert ran.wall_s < 30, f"the version command ran {ran.wall_s:.0f} s past the engine's 3 s timeout"
     assert "did not finish within the engine's 3 s" in ran.out, ran.out[-1000:]
     assert ran.peak_mib < 300, f"peak RSS {ran.peak_mib:.0f} MiB"
+
+
+def test_a_backtracking_regex_is_stopped_at_the_time_budget(tmp_path):
+    engine = _engine(tmp_path, {"log": {"argv": [sys.executable, "-c", "print('x' * 3000)"], "timeout_s": 5,
+                                        "fields": {"budget.max_num_seqs": r"((x+x+)+)y"}}})
+    ran = cli(["plan", "--engine", str(engine), "--case", CASE, "--log-dir", str(tmp_path / "logs")], tmp_path,
+              timeout_s=40)
+    assert ran.wall_s < 30, f"the regex ran {ran.wall_s:.0f} s"
+    obs = json.loads(ran.out[:ran.out.rindex("}") + 1])
+    assert obs["status"] == "error", obs
+    assert "plan.log.fields.budget.max_num_seqs" in obs["message"] and "did not finish within the 5 s" in obs["message"], \
+        obs["message"]
