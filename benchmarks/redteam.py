@@ -7,6 +7,7 @@ restarted (fresh) before the next attack, so one fatal row does not hide the oth
 
     .venv/bin/python benchmarks/redteam.py            # everything (about 2-4 minutes on a CPU)
     .venv/bin/python benchmarks/redteam.py --cli      # only the CLI attacks
+    .venv/bin/python benchmarks/redteam.py --runtime  # only issue 28's attacks on what runs (redteam_runtime)
 """
 
 from __future__ import annotations
@@ -233,10 +234,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cli", action="store_true", help="only the CLI attacks")
     ap.add_argument("--server", action="store_true", help="only the server attacks")
+    ap.add_argument("--runtime", action="store_true",
+                    help="only issue 28's attacks on processes, output, the live path, server clients, the cache")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="redteam-"))
     print(f"{'item':<5}{'attack':<52}{'result':<58}{'s':>7}{'peak MiB':>10}  serves after")
     try:
+        if args.runtime:
+            runtime_attacks(tmp)
+            return 0
         if not args.server:
             for item, name, argv in cli_attacks(tmp):
                 result, wall, peak = run_cli(argv, tmp)
@@ -256,9 +262,35 @@ def main() -> int:
                     server.stop()
                     server = Server(tmp / "server.log")
             server.stop()
+        if not (args.cli or args.server):
+            runtime_attacks(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+# --- issue 28: engine processes, their output, the live path, server clients, the cache ----------------
+# (benchmarks/redteam_runtime.py holds the attacks; the rows print in the table above's format)
+
+def runtime_attacks(tmp: Path) -> None:
+    from benchmarks import redteam_runtime as rt
+
+    for item, name, result, wall, peak, after in rt.rows(tmp / "runtime"):
+        print(f"{item:<5}{name:<52}{result[:57]:<58}{wall:>7.1f}{peak:>10.0f}  {after}", flush=True)
+    server = Server(tmp / "server28.log")
+    try:
+        for item, name, attack in rt.server_attacks():
+            t0 = time.monotonic()
+            result = (attack(server.port).splitlines() or ["(empty)"])[0]
+            wall = time.monotonic() - t0
+            serves = server.alive() and normal_ok(server.port)
+            state = "yes" if serves else "NO (server " + ("exited" if not server.alive() else "unresponsive") + ")"
+            print(f"{item:<5}{name:<52}{result[:57]:<58}{wall:>7.1f}{server.peak_mib():>10.0f}  {state}", flush=True)
+            if not serves:
+                server.stop()
+                server = Server(tmp / "server28.log")
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

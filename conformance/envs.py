@@ -6,6 +6,9 @@ release importable at exactly that version, `pip check` clean, and a marker file
 `conformance-env.json` recording what was verified; it is a no-op when the marker is present
 and the interpreter still runs. The project itself is not installed there: the probe runs
 with the checkout on PYTHONPATH, so the oracle process always runs this checkout's adapter.
+The build itself runs without PYTHONPATH (pip check must see the venv, not the checkout's
+egg-info); a venv left without pip by an interrupted build is removed and built again, saying
+so; the venv's path must resolve inside `<cache>/oracles`, or nothing is built or removed.
 """
 
 from __future__ import annotations
@@ -54,7 +57,34 @@ def oracle_env(spec: EngineFile) -> OracleEnv:
     """The venv of an engine whose plan runs in `environment: venv` (keyed by name and version)."""
     if not spec.uses_venv or not spec.version:
         raise OracleEnvError(f"{spec.name} plans in no venv of its own with a pinned version")
-    return OracleEnv(spec.name, spec.version, paths.oracle_envs_dir() / f"{spec.name}-{spec.version}")
+    root = paths.oracle_envs_dir()
+    path = root / f"{spec.name}-{spec.version}"
+    if path.parent.resolve() != root.resolve() or path.name in (".", "..") or os.sep in f"{spec.name}-{spec.version}":
+        raise OracleEnvError(f"{spec.name}: version {spec.version!r} does not name a directory inside {root}: "
+                             f"refusing to build or remove anything for it")
+    return OracleEnv(spec.name, spec.version, path)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+        return path.resolve() != root.resolve()
+    except ValueError:
+        return False
+
+
+def _build_env() -> dict[str, str]:
+    """The environment of a venv build step: the checkout off the path (pip check would read its egg-info)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
+            and not k.startswith(("VIRTUAL_ENV", "PIP_TARGET", "PIP_PREFIX"))}
+
+
+def _has_pip(env: OracleEnv) -> bool:
+    try:
+        return subprocess.run([str(env.python), "-m", "pip", "--version"], capture_output=True, env=_build_env(),
+                              timeout=120, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
 
 
 def oracle_process_env(spec: EngineFile) -> dict[str, str]:
@@ -85,7 +115,8 @@ def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subpr
     with log.open("a") as fh:
         fh.write(f"\n$ {' '.join(argv)}\n")
         fh.flush()
-        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
+        return subprocess.run(argv, stdout=fh, stderr=subprocess.STDOUT, env=_build_env() if env is None else env,
+                              check=False)
 
 
 def _tail(path: Path, n: int = 20) -> str:
@@ -124,7 +155,15 @@ def install(spec: EngineFile, progress: Callable[[str], None] = lambda m: None, 
 def _build(spec: EngineFile, env: OracleEnv, progress: Callable[[str], None], force: bool) -> OracleEnv:
     log = env.path.parent / f"{env.path.name}.build.log"
     log.write_text(f"building {spec.name}=={spec.version} at {time.strftime('%Y-%m-%dT%H:%M:%S')}\n")
+    if not _inside(env.path, paths.oracle_envs_dir()):
+        raise OracleEnvError(f"{spec.name}: {env.path} resolves outside {paths.oracle_envs_dir()}: refusing to build")
     reuse = env.state() == "incomplete" and env.python.exists() and not force
+    if reuse and not _has_pip(env):
+        progress(f"{spec.name}: {env.path} has no pip (a build interrupted while creating the venv?): "
+                 f"removing it and building again")
+        with log.open("a") as fh:
+            fh.write(f"{env.path}: no pip in the venv (an interrupted build): rebuilt from scratch\n")
+        reuse = False
     if not reuse:
         shutil.rmtree(env.path, ignore_errors=True)
         progress(f"{spec.name}: creating venv {env.path}")
@@ -134,7 +173,8 @@ def _build(spec: EngineFile, env: OracleEnv, progress: Callable[[str], None], fo
     progress(f"{spec.name}: pip install {' '.join(spec.plan.pip)} (about 4 minutes when not cached)")
     if _run(pip + list(spec.plan.pip), log).returncode != 0:
         raise OracleEnvError(f"{spec.name}: pip install failed; see {log}:\n{_tail(log)}")
-    probe_check = subprocess.run([str(env.python), "-c", "import jsonschema, yaml"], capture_output=True, check=False)
+    probe_check = subprocess.run([str(env.python), "-c", "import jsonschema, yaml"], capture_output=True,
+                                 env=_build_env(), check=False)
     if probe_check.returncode != 0:
         progress(f"{spec.name}: adding the probe's own needs {' '.join(PROBE_REQUIREMENTS)}")
         if _run(pip + list(PROBE_REQUIREMENTS), log).returncode != 0:

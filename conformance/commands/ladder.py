@@ -7,13 +7,16 @@ outside (NVML device memory of its process tree, its running-requests gauge), pr
 live checks (`check_table.LIVE_CHECKS`), and writes the `run`-mode observation (JSON). An open-loop
 rung's row shows the rate asked, the rate sent and who is saturated when it fell short. Exit
 status: 0 when the observation is ok and no live check failed, 1 when it is an error or refused or a
-live check failed, 2 for a bad case, engine, manifest or option.
+live check failed, 2 for a bad case, engine, manifest or option; interrupted (Ctrl-C, SIGTERM), it
+stops the engine, writes `--out` with the rungs measured so far (an `error` observation saying it
+was interrupted) and exits 128 + the signal (130, 143).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -102,6 +105,11 @@ def print_table(obs: dict[str, Any]) -> None:
             print(f"{_rung_label(r)}: {r['saturation_message']}")
 
 
+def _write(path: Path, obs: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obs, indent=2, sort_keys=True) + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     from conformance.harness.manifest import load_manifest
     from conformance.harness.live import run_live
@@ -126,11 +134,31 @@ def run(args: argparse.Namespace) -> int:
         print(f"ladder: {_rung_label(rung)} {rung['status']}" + (f" {tps:.1f} tok/s" if tps else ""),
               file=sys.stderr, flush=True)
 
-    obs = run_live(manifest, case.to_json(), settings, _overrides(args.set), args.log_dir, on_rung=progress)
+    from conformance.job.interrupt import Interrupts
+
+    with Interrupts() as stop:
+        try:
+            obs = run_live(manifest, case.to_json(), settings, _overrides(args.set), args.log_dir, on_rung=progress)
+        except KeyboardInterrupt as exc:   # the rungs measured so far are written, then the signal's exit code
+            partial = getattr(exc, "observation", None)
+            if partial is not None and args.out:
+                _write(args.out, partial)
+                print(f"conformance ladder: interrupted; the {len(partial['throughput']['rungs']) if partial.get('throughput') else 0} "
+                      f"measured rung(s) are in {args.out}", file=sys.stderr)
+            else:
+                print("conformance ladder: interrupted", file=sys.stderr)
+            return stop.exit_code or 130
+        if stop.signum is not None:   # a signal that something below caught and turned into a failed rung
+            obs["status"] = "error"
+            obs["message"] = f"interrupted ({signal.Signals(stop.signum).name}); {obs.get('message') or ''}".strip()
+            if args.out:
+                _write(args.out, obs)
+            print(f"conformance ladder: interrupted{f'; the observation is in {args.out}' if args.out else ''}",
+                  file=sys.stderr)
+            return stop.exit_code
     print_table(obs)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(obs, indent=2, sort_keys=True) + "\n")
+        _write(args.out, obs)
     if obs["status"] != "ok":
         print(f"conformance ladder: {obs['engine']['name']} {obs['status']} on {obs['case_id']}:\n{obs['message']}",
               file=sys.stderr)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import re
 import string
-import subprocess
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -55,6 +54,9 @@ PLAN_PLACEHOLDERS = {
     "engine_name": "the engine file's name",
     "defects": "the engine file's defects, comma-separated, or 'none'",
 }
+# A version names directories in the cache (`<cache>/oracles/<name>-<version>`): one safe path component
+SAFE_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*")
+MAX_VERSION_BYTES = 1 << 16   # a version command's stdout (the rest is discarded unread)
 TRACE_GROUPS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
 
@@ -137,25 +139,39 @@ class EngineFile:
 
     @cached_property
     def resolved_version(self) -> str:
-        """`version`, else the last line `version_command` prints, else 'unknown' (adapters of a
-        module plan report their own)."""
+        """`version`, else the last line `version_command` prints (run under the engine's own
+        `timeout_s`, its stdout read through `MAX_VERSION_BYTES`, nothing it starts left running),
+        else 'unknown' (adapters of a module plan report their own)."""
         if self.version:
             return self.version
         if self.version_command:
             import sys
 
+            import tempfile
+
+            from conformance.harness.capture import run_capped
+
             values = {"engine_dir": str(self.engine_dir), "python": sys.executable}
             argv = [fill(a, values, f"{self.path}: version_command") for a in self.version_command]
-            try:
-                out = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
-                                     cwd=str(self.engine_dir))
-            except (OSError, subprocess.TimeoutExpired) as exc:
-                return f"unknown ({type(exc).__name__}: {exc})"
-            lines = out.stdout.strip().splitlines()
-            if out.returncode == 0 and lines:
+            timeout_s = self.timeout_s
+            with tempfile.TemporaryDirectory(prefix="version-") as tmp:
+                try:
+                    rc, text, _ = run_capped(argv, timeout_s, MAX_VERSION_BYTES, Path(tmp), cwd=str(self.engine_dir))
+                except OSError as exc:
+                    return f"unknown ({type(exc).__name__}: {exc})"
+            if rc is None:
+                return f"unknown (version_command did not finish within the engine's {timeout_s:g} s; killed)"
+            lines = text.strip().splitlines()
+            if rc == 0 and lines:
                 return lines[-1].strip()[:200]
-            return f"unknown (version_command exited {out.returncode})"
+            return f"unknown (version_command exited {rc})"
         return "unknown"
+
+    @property
+    def timeout_s(self) -> float:
+        """How long one of its commands may run: the plan's timeout (a module plan's startup timeout)."""
+        plan = self.plan
+        return plan.startup_timeout_s if isinstance(plan, ModulePlan) else plan.timeout_s
 
     def describe_plan(self) -> str:
         if isinstance(self.plan, ModulePlan):
@@ -171,7 +187,9 @@ def fill(template: str, values: Mapping[str, Any], where: str) -> str:
         if name is None:
             continue
         if name not in values or values[name] is None:
-            raise EngineFileError([f"{where}: placeholder {{{name}}} is not set (known: {', '.join(sorted(values))})"])
+            from conformance.harness.manifest import unknown_placeholder
+
+            raise EngineFileError([f"{where}: {unknown_placeholder(name, values)}"])
         out.append(str(values[name]))
     return "".join(out)
 
@@ -234,7 +252,7 @@ def _plan(doc: dict[str, Any], path: Path) -> tuple[ModulePlan | CommandPlan | L
 
 def _placeholder_problems(path: Path, where: str, argv: tuple[Any, ...], env: Mapping[str, Any]) -> list[str]:
     """Every {placeholder} of a plan's argv and env must be one the harness fills."""
-    from conformance.harness.manifest import PLACEHOLDERS
+    from conformance.harness.manifest import BRACE_HINT, PLACEHOLDERS, unknown_placeholder
 
     known = set(PLACEHOLDERS) | set(PLAN_PLACEHOLDERS)
     items: list[tuple[str, str]] = []
@@ -250,10 +268,9 @@ def _placeholder_problems(path: Path, where: str, argv: tuple[Any, ...], env: Ma
         try:
             names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
         except ValueError as exc:
-            problems.append(f"{path}: {at}: bad placeholder syntax: {exc}")
+            problems.append(f"{path}: {at}: bad placeholder syntax: {exc} ({BRACE_HINT})")
             continue
-        problems += [f"{path}: {at}: unknown placeholder {{{n}}} (known: {', '.join(sorted(known))})"
-                     for n in sorted(names - known)]
+        problems += [f"{path}: {at}: {unknown_placeholder(n, known)}" for n in sorted(names - known)]
     return problems
 
 
@@ -266,6 +283,10 @@ def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     if problems:
         raise EngineFileError(problems)
     plan, problems = _plan(doc, path)
+    version = doc.get("version")
+    if version is not None and not SAFE_VERSION.fullmatch(version):
+        problems.append(f"{path}: version: {version!r} is not a version: it names a directory in the cache, so it "
+                        f"is letters, digits and . _ + ~ - only, starting with a letter or digit (no '/', no '..')")
     if not isinstance(plan, ModulePlan):
         problems += _placeholder_problems(path, f"plan.{plan.kind}", plan.argv, plan.env)
     live = doc.get("live")

@@ -8,13 +8,15 @@ whole process group on every exit path (SIGTERM, then SIGKILL after `stop_timeou
 engine that dies, hangs at startup or fails a rung yields an `error` observation whose message
 ends with the engine's last log lines; rungs already measured are kept. An exit code the
 manifest lists as a refusal yields `refused`. A mapping the case cannot be expressed in
-(`ValueError` from the manifest's mapping module) is `refused` with that message.
+(`ValueError` from the manifest's mapping module) is `refused` with that message. A
+KeyboardInterrupt (Ctrl-C, or SIGTERM where the caller turns it into one) stops the engine and is
+re-raised carrying, as `exc.observation`, an `error` observation with the rungs measured so far.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -29,12 +31,16 @@ from conformance import observation, paths
 from conformance.harness.hardware import describe
 from conformance.harness.live_sampler import LiveSampler
 from conformance.harness.manifest import Manifest, case_values, render, render_argv, render_env
+from conformance.harness.bounded_regex import Matcher, clip_lines
+from conformance.harness.capture import CappedOutput, run_capped
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 
 HEALTH_POLL_S = 0.25
 SAMPLE_INTERVAL_S = 0.05   # the live sampler's period: NVML and one /metrics scrape, a few ms each
 LOG_TAIL_LINES = 30
+MAX_LOG_BYTES = 64 << 20      # the engine's log, kept while it runs; the rest is discarded (noted)
+MAX_VERSION_BYTES = 1 << 16   # a version command's stdout
 
 
 ERROR_EXIT_GRACE_S = 2.0   # after a failed rung: how long to wait for the engine's exit to be visible
@@ -53,29 +59,41 @@ def _vocab_size(target_dir: str) -> int:
     return int(cfg.get("text_config", cfg)["vocab_size"])
 
 
-def _version(m: Manifest, values: Mapping[str, Any], env: dict[str, str]) -> str:
+def _version(m: Manifest, values: Mapping[str, Any], env: dict[str, str], workdir: Path) -> str:
+    """`version`, else the last line `version_command` prints: run under the manifest's startup
+    timeout, its output read through `MAX_VERSION_BYTES`, nothing it starts left running."""
     if m.version_command:
         try:
-            out = subprocess.run(render_argv(m.version_command, values, "version_command"), capture_output=True,
-                                 text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
-            if out.returncode == 0 and out.stdout.strip():
-                return out.stdout.strip().splitlines()[-1]
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-        return "unknown"
+            rc, text, _ = run_capped(render_argv(m.version_command, values, "version_command"), m.startup_timeout_s,
+                                     MAX_VERSION_BYTES, workdir, env=env)
+        except OSError:
+            return "unknown"
+        lines = text.strip().splitlines()
+        return lines[-1].strip()[:200] if rc == 0 and lines else "unknown"
     return render(m.version, values, "version") if m.version else "unknown"
 
 
 def parse_plan_figures(log_text: str, regexes: Mapping[str, str]) -> dict[str, float | int | None]:
-    """First match of each regex; group 1 with thousands separators dropped, as int or float."""
+    """First match of each regex; group 1 with thousands separators dropped, as int or float. Lines
+    are cut and the regexes time-bounded (`harness.bounded_regex`); a group that is not a finite
+    number, or a regex past the budget, raises ValueError naming the figure and what was printed."""
     out: dict[str, float | int | None] = {}
+    text_in, _ = clip_lines(log_text)
+    matcher = Matcher()
     for name, rx in regexes.items():
-        m = re.search(rx, log_text)
+        m = matcher.search(rx, text_in, f"startup_regexes.{name}", multiline=True)
         if not m:
             out[name] = None
             continue
-        text = m.group(1).replace(",", "")
-        out[name] = float(text) if any(c in text for c in ".eE") else int(text)
+        text = (m.group(1) or "").replace(",", "").strip()
+        try:
+            value: float | int = float(text) if any(c in text for c in ".eEnN") else int(text)
+        except ValueError:
+            raise ValueError(f"startup_regexes.{name}: the engine printed {m.group(0)[:200]!r}, and "
+                             f"{text[:80]!r} is not a number") from None
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"startup_regexes.{name}: the engine printed {m.group(0)[:200]!r}, not a finite number")
+        out[name] = value
     return out
 
 
@@ -85,15 +103,34 @@ class EngineProcess:
     def __init__(self, argv: list[str], env: dict[str, str], log_path: Path, stop_timeout_s: float):
         self.argv, self.env, self.log_path, self.stop_timeout_s = argv, env, log_path, stop_timeout_s
         self.proc: subprocess.Popen | None = None
+        self.log: CappedOutput | None = None
 
     def __enter__(self) -> "EngineProcess":
+        """Start the engine under a lingering subreaper (`supervise.spawn`): a launcher that detaches
+        its server (`nohup ... &`, `setsid -f`) and exits leaves the server watched, and killed at
+        `stop()`. Its output goes through a `MAX_LOG_BYTES` cap into `log_path`."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("w") as log:
-            log.write(argv_line(self.argv) + "\n")
-            log.flush()
-            self.proc = spawn(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                              env=self.env, cwd=str(paths.REPO_ROOT))
+        self.log = CappedOutput(self.log_path, MAX_LOG_BYTES, header=(argv_line(self.argv) + "\n").encode())
+        try:
+            self.proc = spawn(self.argv, linger=True, stdout=self.log.fileno(), stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=self.env, cwd=str(paths.REPO_ROOT))
+        except OSError:
+            self.log.finish(0)
+            raise
+        finally:
+            self.log.close_writer()
         return self
+
+    def log_note(self) -> str | None:
+        return self.log.note("engine log") if self.log else None
+
+    def log_text(self) -> str:
+        """What the engine printed so far (at most `MAX_LOG_BYTES`)."""
+        try:
+            with self.log_path.open("rb") as fh:
+                return fh.read(MAX_LOG_BYTES + (1 << 16)).decode("utf-8", errors="replace")
+        except OSError:
+            return ""
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
@@ -113,26 +150,20 @@ class EngineProcess:
         return None if rc is None else f"engine {describe_exit(rc)}"
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            self._reap_group()
-            return
-        for sig, wait_s in ((signal.SIGTERM, self.stop_timeout_s), (signal.SIGKILL, 10.0)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                break
-            try:
-                self.proc.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        self._reap_group()
-
-    def _reap_group(self) -> None:
-        """Children the engine left behind in its group (workers) go too."""
+        """SIGTERM to the supervisor (it passes it once to every process of the tree, detached ones
+        included), `stop_timeout_s` to exit, then SIGKILL to the whole tree (`kill_group`)."""
         if self.proc is None:
             return
+        if self.proc.poll() is None:
+            try:
+                os.kill(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=self.stop_timeout_s)
+            except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+                pass
         kill_group(self.proc)
+        self.proc.wait()
+        if self.log is not None:
+            self.log.finish()
 
     def log_tail(self, n: int = LOG_TAIL_LINES) -> str:
         return tail(self.log_path, n)
@@ -196,7 +227,8 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
     env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["PYTHONUNBUFFERED"] = "1"
     env.update(render_env(m.env, values))
-    version = _version(m, values, env)
+    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"live-{m.engine}-"))
+    version = _version(m, values, env, log_dir)
     obs = observation.new(case["id"], m.engine, version, "run", profile)
     obs["device"]["hardware"] = describe(str(values.get("device", "cpu")))
     obs["provenance"]["mapping"] = {"argv": argv, "env": render_env(m.env, values), "manifest": str(m.path)}
@@ -207,7 +239,6 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         {"name": "conformance.harness.live.parse_plan_figures",
          "description": f"plan figures read from the engine's startup log by the manifest's regexes ({m.path.name})"}]
     obs["provenance"]["functions"] = [f"{m.engine} server: POST /v1/completions (stream)", f"{m.engine} server: GET /metrics"]
-    log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix=f"live-{m.engine}-"))
     log_path = log_dir / f"{m.engine}-{case['id']}.log"
     workload = Workload.from_case(case, _vocab_size(case["resolved"]["target_dir"]))
     timing: dict[str, Any] = {"log_file": str(log_path)}
@@ -220,6 +251,9 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
                                  f"could not start {argv[0]!r} (command[0] of {m.path}): {exc.strerror or exc}")
         out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
         return observation.validate(out, f"process adapter ({m.path.name})")
+    done: list[dict[str, Any]] = []
+    plan: dict[str, Any] = {}
+    sampler: LiveSampler | None = None
     try:   # started once above: the with-statement would start it a second time on the same port
         on_started(engine)
         why = wait_healthy(render(m.health_url, values, "health_url"), engine, m.startup_timeout_s)
@@ -230,7 +264,13 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
             out = observation.failed(case["id"], m.engine, version, "run", profile, status, _with_log(why, engine))
             out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
             return observation.validate(out, f"process adapter ({m.path.name})")
-        plan = parse_plan_figures(log_path.read_text(errors="replace"), m.startup_regexes)
+        try:
+            plan = parse_plan_figures(engine.log_text(), m.startup_regexes)
+        except ValueError as exc:
+            out = observation.failed(case["id"], m.engine, version, "run", profile, "error",
+                                     _with_log(f"the startup lines cannot be read ({m.path.name}): {exc}", engine))
+            out.update(device=obs["device"], provenance=obs["provenance"], timing=timing)
+            return observation.validate(out, f"process adapter ({m.path.name})")
         t1 = time.perf_counter()
         base_url = render(m.base_url, values, "base_url")
         sampler = LiveSampler(engine.proc.pid, f"{base_url.rstrip('/')}/metrics", m.running_requests_metric,
@@ -239,7 +279,6 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         sampler.wait_for_samples(2)   # the idle footprint, before any request
         phases = rung_phases(settings)
         sampler.mark(phases[0])
-        done: list[dict[str, Any]] = []
 
         def rung_done(rung: dict[str, Any]) -> None:   # rungs come in the settings' order
             done.append(rung)
@@ -270,7 +309,30 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
                       f"and the figures are not this engine's")
         if failed:
             obs["status"], obs["message"] = "error", _with_log(failed, engine)
+    except KeyboardInterrupt as exc:   # Ctrl-C / SIGTERM: the rungs measured so far ride on the exception
+        if sampler is not None:
+            sampler.stop()
+        engine.stop()
+        timing["rungs"] = [{"concurrency": r["concurrency"], "wall_s": r.pop("wall_s", None)} for r in done]
+        if done or sampler is not None:
+            obs["throughput"] = {"model": None, "plan": plan, "rungs": done,
+                                 "live": sampler.summary() if sampler is not None else None,
+                                 "workload": {"prompt_tokens": workload.prompt_tokens,
+                                              "output_tokens": workload.output_tokens, "seed": workload.seed},
+                                 "settings": _settings_json(settings)}
+        why = str(exc) or "SIGINT"
+        obs["status"], obs["message"] = "error", (f"interrupted ({why}) after {len(done)} measured rung(s); the "
+                                                  f"measured rungs are kept, the rest were not run")
+        timing["wall_s"] = time.perf_counter() - t0
+        try:
+            exc.observation = observation.validate(obs, f"process adapter ({m.path.name})")
+        except observation.ObservationError:
+            pass
+        raise
     finally:
         engine.stop()
+        note = engine.log_note()
+        if note:
+            obs["provenance"]["glue"].append({"name": "conformance.harness.capture", "description": note})
     timing["wall_s"] = time.perf_counter() - t0
     return observation.validate(obs, f"process adapter ({m.path.name})")

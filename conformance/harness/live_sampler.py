@@ -8,11 +8,14 @@ tree against the host's total) and the engine's running-requests gauge from its
 one label per rung); `summary()` returns, per label, the peak device bytes and the most requests
 running, plus the device's total memory (NVML's, and the CUDA runtime's: NVML's less what the driver
 reserves) and how the figures were measured ("nvml", or why not).
-It never raises into the ladder: a figure it cannot read is None with the reason in `notes`.
+It never raises into the ladder and its thread survives any answer: a figure it cannot read (a
+gauge of `1e999`, `NaN`, `-1`, `2.5`) is None with the reason in `notes`. `mark` and `stop` take
+a sample themselves, so every label, however short, has at least one.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -20,6 +23,8 @@ import time
 from typing import Any
 
 import httpx
+
+MAX_NOTES = 5
 
 
 def process_tree(root_pid: int) -> set[int]:
@@ -129,7 +134,17 @@ class LiveSampler(threading.Thread):
             self.notes.append("running requests not measured: the manifest names no metrics.running_requests gauge")
 
     def mark(self, label: str) -> None:
+        """Tag the samples that follow with `label`; one sample closes the previous label and one opens
+        this one, so a rung shorter than `interval_s` still has a sample of its own."""
+        self._sample_now()
         self.label = label
+        self._sample_now()
+
+    def _sample_now(self) -> None:
+        if not self.is_alive() or self._stop_event.is_set():
+            return
+        with httpx.Client(trust_env=False) as client:
+            self._take(client)
 
     def wait_for_samples(self, num_samples: int, timeout_s: float = 10.0) -> bool:
         """Block until `num_samples` samples of the current label exist (the idle footprint before any
@@ -141,29 +156,51 @@ class LiveSampler(threading.Thread):
             time.sleep(self.interval_s / 4)
         return False
 
+    def _note(self, text: str) -> None:
+        if len(self.notes) < MAX_NOTES and text not in self.notes:
+            self.notes.append(text)
+
     def _running(self, client: httpx.Client) -> int | None:
+        """The gauge's value as a count of requests; None (with a note) when it cannot be read as one."""
         if not (self.metrics_url and self.running_metric):
             return None
         try:
             text = client.get(self.metrics_url, timeout=2.0).text
         except httpx.HTTPError:
             return None
-        m = re.search(rf"^{re.escape(self.running_metric)}(?:{{[^}}]*}})?\s+([0-9.eE+-]+)", text, re.MULTILINE)
-        return int(float(m.group(1))) if m else None
+        m = re.search(rf"^{re.escape(self.running_metric)}(?:{{[^}}\n]{{0,4096}}}})?[ \t]+(\S{{1,64}})", text, re.MULTILINE)
+        if not m:
+            return None
+        try:
+            value = float(m.group(1))
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0 or value >= 2 ** 31 or not value.is_integer():
+            self._note(f"{self.running_metric} read {m.group(1)[:40]!r}, not a count of requests: sample skipped")
+            return None
+        return int(value)
+
+    def _take(self, client: httpx.Client) -> None:
+        """One sample of the current label; whatever a sample meets is a note, never the thread's end."""
+        try:
+            try:
+                used = self._memory.used_bytes(process_tree(self.pid))
+            except Exception as exc:  # a driver hiccup must not stop the ladder
+                used = None
+                self._note(f"nvml sample failed: {type(exc).__name__}: {exc}")
+            self.samples.append((self.label, used, self._running(client)))
+        except Exception as exc:  # noqa: BLE001  the sampler outlives any answer
+            self._note(f"sample failed: {type(exc).__name__}: {str(exc)[:200]}")
 
     def run(self) -> None:
-        with httpx.Client() as client:
+        with httpx.Client(trust_env=False) as client:
             while not self._stop_event.is_set():
-                try:
-                    used = self._memory.used_bytes(process_tree(self.pid))
-                except Exception as exc:  # a driver hiccup must not stop the ladder
-                    used = None
-                    if len(self.notes) < 5:
-                        self.notes.append(f"nvml sample failed: {type(exc).__name__}: {exc}")
-                self.samples.append((self.label, used, self._running(client)))
+                self._take(client)
                 self._stop_event.wait(self.interval_s)
 
     def stop(self) -> None:
+        """The last sample (the last rung's end), then the thread ends."""
+        self._sample_now()
         self._stop_event.set()
         self.join(timeout=5)
 

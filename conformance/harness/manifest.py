@@ -139,10 +139,10 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
         try:
             names = {n for _, n, _, _ in string.Formatter().parse(template) if n is not None}
         except ValueError as exc:
-            problems.append(f"{path}: {where}: bad placeholder syntax: {exc}")
+            problems.append(f"{path}: {where}: bad placeholder syntax: {exc} ({BRACE_HINT})")
             continue
         for name in sorted(names - known):
-            problems.append(f"{path}: {where}: unknown placeholder {{{name}}} (known: {', '.join(sorted(known))})")
+            problems.append(f"{path}: {where}: {unknown_placeholder(name, known)}")
     for regex_name, regex in (doc.get("startup_regexes") or {}).items():
         try:
             if re.compile(regex).groups < 1:
@@ -226,6 +226,17 @@ def case_values(case: dict[str, Any], port: int, overrides: Mapping[str, Any] | 
     return values
 
 
+BRACE_HINT = "a literal brace is doubled: write {{}} for a literal {}, {{ or }} for one brace"
+
+
+def unknown_placeholder(name: str, known: Any) -> str:
+    """Why `{name}` cannot be filled, in words: `{}` (or `{0}`) is no placeholder at all, a literal
+    brace is written doubled; any other name is listed against the known ones."""
+    if not name or name.isdigit():
+        return f"{{{name}}} is not a placeholder: {BRACE_HINT}"
+    return f"unknown placeholder {{{name}}} (known: {', '.join(sorted(known))}; {BRACE_HINT})"
+
+
 def _is_set(v: Any) -> bool:
     return v is not None and v is not False
 
@@ -237,7 +248,7 @@ def render(template: str, values: Mapping[str, Any], where: str) -> str:
         if name is None:
             continue
         if name not in values:
-            raise ManifestError([f"{where}: unknown placeholder {{{name}}} (known: {', '.join(sorted(values))})"])
+            raise ManifestError([f"{where}: {unknown_placeholder(name, values)}"])
         if not _is_set(values[name]):
             raise ManifestError([f"{where}: placeholder {{{name}}} is not set for this case "
                                  "(guard it with an {if: ..., then: [...]} item)"])

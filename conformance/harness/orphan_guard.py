@@ -8,7 +8,9 @@ pid is never killed), which keeps a grandchild that left the child's process gro
 `setsid` on the list even after it was re-parented to init. When stdin reaches end of file (the
 parent exited, normally or by SIGKILL) it SIGKILLs every recorded process still alive and each
 watched child's process group, then exits. A descendant that is started and calls setsid within
-one poll of its parent's death can escape; everything slower cannot.
+one poll of its parent's death would escape this polling alone; `supervise.spawn` runs every child
+under a child subreaper (`harness.subreaper`), so such a descendant is re-parented to the watched
+supervisor, not to init, and stays in the recorded tree.
 """
 
 from __future__ import annotations

@@ -10,7 +10,10 @@ environment, and returns exactly one schema-valid observation, whatever the chil
 - log: a `fatal` line or a refusal exit code -> `refused` with that message; exit 0 -> the fields
   its regexes found (`harness.plan_log`); anything else -> `error`;
 - past `timeout_s` the child's whole group is killed and the case is an `error` saying so.
-stdout and stderr are kept as files in `workdir`; stdout past `MAX_OUTPUT_BYTES` is an error.
+stdout and stderr are kept as files in `workdir`, each read through a byte cap while the child
+runs (`harness.capture`): stdout past `MAX_OUTPUT_BYTES` is an error; stderr past `MAX_LOG_BYTES`
+is discarded, and the observation says so (a `provenance.glue` note, and in its message when it
+is not ok). Nothing the child starts survives its answer (`supervise.kill_group`).
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ from conformance.harness.engine_file import PLAN_PLACEHOLDERS, CommandPlan, Engi
 from conformance.harness.manifest import ManifestError, case_values, render_argv, render_env
 from conformance.harness.plan_log import build_observation, fatal_message
 from conformance.harness.accept import accept_document, fail, stamp
+from conformance.harness.bounded_regex import Matcher
+from conformance.harness.capture import CappedOutput
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
-MAX_OUTPUT_BYTES = 64 << 20
+MAX_OUTPUT_BYTES = 64 << 20   # stdout: an observation (more is an error)
+MAX_LOG_BYTES = 8 << 20       # stderr: kept while the child runs; the rest is discarded, with a note
 
 
 def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) -> dict[str, Any]:
@@ -68,20 +74,24 @@ def plan_one(engine: EngineFile, case: Case, workdir: Path, index: int) -> dict[
     env = dict(os.environ, CONFORMANCE_ENGINE_DEFECTS=values["defects"], CONFORMANCE_ENGINE_NAME=engine.name,
                PYTHONUNBUFFERED="1", **extra_env)
     t0 = time.perf_counter()
-    with out_file.open("wb") as out, err_file.open("w") as err:
-        err.write(argv_line(argv) + "\n")
-        err.flush()
+    out = CappedOutput(out_file, MAX_OUTPUT_BYTES)
+    err = CappedOutput(err_file, MAX_LOG_BYTES, header=(argv_line(argv) + "\n").encode())
+    try:
         try:
-            proc = spawn(argv, stdin=subprocess.PIPE, stdout=out, stderr=err, env=env,
+            proc = spawn(argv, stdin=subprocess.PIPE, stdout=out.fileno(), stderr=err.fileno(), env=env,
                          cwd=str(engine.engine_dir))
         except OSError as exc:
             return fail(engine, case, f"could not start {argv[0]!r} (plan.{plan.kind}.argv[0] of {engine.path}): "
                                       f"{exc.strerror or exc}")
+        finally:
+            out.close_writer()
+            err.close_writer()
         try:
             proc.communicate(input=json.dumps(case_json).encode(), timeout=plan.timeout_s)
         except subprocess.TimeoutExpired:
             kill_group(proc)
             proc.wait()
+            err.finish()
             return fail(engine, case, f"timed out: no answer within plan.{plan.kind}.timeout_s {plan.timeout_s:.0f} s "
                                       f"(killed)\n--- last lines of {err_file} ---\n{tail(err_file)}")
         except BaseException:
@@ -89,13 +99,23 @@ def plan_one(engine: EngineFile, case: Case, workdir: Path, index: int) -> dict[
             proc.wait()
             raise
         kill_group(proc)   # nothing it started outlives its answer
+    finally:
+        out.finish()
+        err.finish()
     rc = proc.returncode
     wall_s = round(time.perf_counter() - t0, 3)
-    if out_file.stat().st_size > MAX_OUTPUT_BYTES:
-        return fail(engine, case, f"wrote {out_file.stat().st_size} bytes on stdout, more than {MAX_OUTPUT_BYTES}")
+    if out.dropped_bytes:
+        return fail(engine, case, f"wrote {out.kept_bytes + out.dropped_bytes} bytes on stdout, more than "
+                                  f"{MAX_OUTPUT_BYTES} (the rest was discarded unread)")
     stdout = out_file.read_bytes().decode("utf-8", errors="replace")
     obs = _judge_output(engine, plan, case, case_json, rc, stdout, err_file)
     obs.setdefault("timing", {})["plan_wall_s"] = wall_s
+    capped = err.note("stderr")
+    if capped:
+        obs["provenance"]["glue"] = list(obs["provenance"].get("glue") or []) + [
+            {"name": "conformance.harness.capture", "description": capped}]
+        if obs["status"] != "ok":
+            obs["message"] = f"{obs.get('message') or ''}\n({capped})".strip()
     return obs
 
 
@@ -104,14 +124,18 @@ def _judge_output(engine: EngineFile, plan: CommandPlan | LogPlan, case: Case, c
     source = f"{engine.name} (plan.{plan.kind}, {engine.path})"
     if isinstance(plan, LogPlan):
         text = stdout + "\n" + err_file.read_text(errors="replace")
-        fatal = fatal_message(plan, text)
+        matcher = Matcher()
+        try:
+            fatal = fatal_message(plan, text, matcher)
+        except ValueError as exc:
+            return fail(engine, case, f"{source}: {exc}")
         if fatal is not None or rc in plan.refusal_exit_codes:
             return _refused(engine, case, fatal or _last_lines(err_file) or stdout.strip()[-2000:]
                             or f"{describe_exit(rc)} (a refusal exit code) with no message")
         if rc != 0:
             return fail(engine, case, f"dry run {describe_exit(rc)}\n--- last lines ---\n{tail(err_file)}")
         try:
-            obs = build_observation(plan, text, case_json, engine.name, engine.resolved_version)
+            obs = build_observation(plan, text, case_json, engine.name, engine.resolved_version, matcher)
         except ValueError as exc:
             return fail(engine, case, f"{source}: {exc}")
         stamp(engine, obs)

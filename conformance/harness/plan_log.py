@@ -7,14 +7,18 @@ every `fields` entry sets its dotted path (`budget.max_num_scheduled_tokens`,
 entry appends its value where its regex matches a line; every line matching `trace_step` is one
 trace step. A figure the engine did not print stays null, so a check that needs it says so
 instead of guessing. `fatal_message(plan, text)` is the first `fatal` match, or None.
+
+Every regex runs on lines cut to `bounded_regex.MAX_LINE_CHARS` (the observation's glue says when
+one was cut) within one time budget per output (`bounded_regex.Matcher`): a regex that runs past it
+raises ValueError naming it, which the caller turns into an `error` observation.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from conformance import observation
+from conformance.harness.bounded_regex import Matcher, clip_lines
 from conformance.harness.engine_file import TRACE_GROUPS, FieldRule, LogPlan
 
 BUDGET_KEYS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
@@ -76,20 +80,24 @@ def _get_list(doc: dict[str, Any], dotted: str) -> list[Any]:
     return node[parts[-1]]
 
 
-def fatal_message(plan: LogPlan, text: str) -> str | None:
+def fatal_message(plan: LogPlan, text: str, matcher: Matcher | None = None) -> str | None:
+    """The first `fatal` match's group; raises ValueError (`RegexBudgetError`) past the time budget."""
     if not plan.fatal:
         return None
-    m = re.search(plan.fatal, text, re.MULTILINE)
+    m = (matcher or Matcher()).search(plan.fatal, clip_lines(text)[0], "plan.log.fatal", multiline=True)
     return m.group(1).strip() if m else None
 
 
-def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: str, version: str) -> dict[str, Any]:
+def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: str, version: str,
+                      matcher: Matcher | None = None) -> dict[str, Any]:
+    matcher = matcher or Matcher()
+    text, clipped = clip_lines(text)
     obs = observation.new(case["id"], engine, version, "plan", case["device"])
     obs["budget"] = {k: None for k in BUDGET_KEYS}
     obs["memory"] = _skeleton_memory()
     unparsed: list[str] = []
     for dotted, rule in plan.fields.items():
-        m = re.search(rule.regex, text, re.MULTILINE)
+        m = matcher.search(rule.regex, text, f"plan.log.fields.{dotted}", multiline=True)
         if not m:
             unparsed.append(dotted)
             continue
@@ -98,18 +106,19 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
         except ValueError as exc:
             raise ValueError(f"plan.log.fields.{dotted}: the engine printed {m.group(0)!r}: {exc}") from None
     lines = text.splitlines()
-    for dotted, value, regex in plan.lists:
-        if any(re.search(regex, line) for line in lines):
+    for i, (dotted, value, regex) in enumerate(plan.lists):
+        if any(matcher.search(regex, line, f"plan.log.lists[{i}].regex") for line in lines):
             target = _get_list(obs, dotted)
             if value not in target:
                 target.append(value)
     if plan.trace_step:
         steps = [{g: int(m.group(g)) for g in TRACE_GROUPS}
-                 for m in (re.search(plan.trace_step, line) for line in lines) if m]
+                 for m in (matcher.search(plan.trace_step, line, "plan.log.trace_step") for line in lines) if m]
         obs["trace"] = {"steps": steps} if steps else None
     obs["provenance"]["glue"] = [{
         "name": "conformance.harness.plan_log.build_observation",
         "description": "observation fields parsed from the engine's dry-run lines by its engine file's regexes; "
-                       + (f"not printed (null): {', '.join(unparsed)}" if unparsed else "every field was printed")}]
+                       + (f"not printed (null): {', '.join(unparsed)}" if unparsed else "every field was printed")
+                       + (f"; {clipped}" if clipped else "")}]
     obs["provenance"]["mapping"] = {dotted: rule.regex for dotted, rule in plan.fields.items()}
     return obs

@@ -7,7 +7,8 @@ run one process a case. Every observation carries the engine file's name. A cras
 non-JSON or schema-invalid output, or an exit with nothing written each become an `error`
 observation with the cause and the tail of the process's log; the remaining cases are planned
 in a fresh process. `on_observation` is called as each observation arrives, so callers can
-flush results to disk while the engine is still working.
+flush results to disk while the engine is still working. The process's log is kept up to
+`MAX_LOG_BYTES` while it runs (`harness.capture`); the rest is discarded, and a failure says so.
 """
 
 from __future__ import annotations
@@ -24,10 +25,12 @@ from conformance import observation, paths
 from conformance.cases import Case
 from conformance.harness.engine_file import EngineFile, ModulePlan
 from conformance.harness.accept import accept_document, fail
+from conformance.harness.capture import CappedOutput
 from conformance.harness.log_dirs import new_log_dir
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
 POLL_S = 0.1
+MAX_LOG_BYTES = 8 << 20   # an adapter process's stdout + stderr
 
 OnObservation = Callable[[dict[str, Any]], None]
 
@@ -71,17 +74,18 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     """Run one process. Returns (observations in order, cases left unplanned after a fault)."""
     spec = chunk.spec
     results: list[dict[str, Any]] = []
-    with chunk.log_file.open("w") as log:
-        log.write(argv_line(chunk.argv) + "\n")
-        log.flush()
-        try:
-            proc = spawn(chunk.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         env=_process_env(spec), cwd=str(paths.REPO_ROOT))
-        except OSError as exc:
-            obs = [fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
-            for o in obs:
-                on_obs(o)
-            return obs, []
+    log = CappedOutput(chunk.log_file, MAX_LOG_BYTES, header=(argv_line(chunk.argv) + "\n").encode())
+    try:
+        proc = spawn(chunk.argv, stdout=log.fileno(), stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                     env=_process_env(spec), cwd=str(paths.REPO_ROOT))
+    except OSError as exc:
+        log.finish(0)
+        obs = [fail(spec, c, f"could not start {chunk.argv[0]}: {exc}") for c in chunk.cases]
+        for o in obs:
+            on_obs(o)
+        return obs, []
+    finally:
+        log.close_writer()
     deadline = time.monotonic() + spec.plan.startup_timeout_s + spec.plan.per_case_timeout_s
     offset, pending = 0, ""
     timed_out = False
@@ -108,11 +112,13 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
     except BaseException:  # Ctrl-C or a failing callback: never leave the adapter running
         kill_group(proc)
         proc.wait()
+        log.finish(0)
         raise
     if timed_out or proc.poll() is None:
         kill_group(proc)
     rc = proc.wait()
     kill_group(proc)   # whatever it started (its group, and any descendant that called setsid) goes too
+    log.finish()
     if len(results) == len(chunk.cases):
         return results, []
     culprit = chunk.cases[len(results)]
@@ -130,6 +136,8 @@ def _run_chunk(chunk: _Chunk, on_obs: OnObservation) -> tuple[list[dict[str, Any
         why = f"adapter process {describe_exit(rc)} while planning this case"
     if pending.strip():
         why += f"; unterminated output: {pending.strip()[:200]!r}"
+    if log.note("adapter log"):
+        why += f" ({log.note('adapter log')})"
     obs = fail(spec, culprit, f"{why}\n--- last lines of {chunk.log_file} ---\n{tail(chunk.log_file)}")
     results.append(obs)
     on_obs(obs)

@@ -199,6 +199,17 @@ class _Protocol(asyncio.Protocol):
         self._finish()
 
 
+def _count(usage: dict | None, key: str, default: int | None) -> tuple[int | None, str | None]:
+    """usage[key] as a count of tokens (a non-negative integer below 2**63), else `default` and
+    why it is not one (a server's answer is not trusted to be a number)."""
+    if not usage or key not in usage:
+        return default, None
+    v = usage[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not (0 <= v < 2 ** 63) or int(v) != v:
+        return default, f"usage.{key} is {v!r:.80}, not a count of tokens"
+    return int(v), None
+
+
 class Connection:
     """One keep-alive connection, one request at a time; reconnects after a close or an error."""
 
@@ -236,9 +247,12 @@ class Connection:
         end = _perf()
         if r.error is not None:
             self.close()
-        u = r.usage
-        num_out = int(u["completion_tokens"]) if u and "completion_tokens" in u else r.num_text_chunks
-        num_prompt = int(u["prompt_tokens"]) if u and "prompt_tokens" in u else None
+        u = r.usage if isinstance(r.usage, dict) else None
+        if r.usage is not None and u is None:
+            r.error = r.error or f"usage is {r.usage!r:.80}, not an object"
+        num_out, bad = _count(u, "completion_tokens", r.num_text_chunks)
+        num_prompt, bad_prompt = _count(u, "prompt_tokens", None)
+        r.error = r.error or bad or bad_prompt
         return RequestRecord(index=index, start_s=start, end_s=end,
                              ttft_s=(r.chunks[0] - start) if r.chunks else None, chunk_times_s=tuple(r.chunks),
                              num_output_tokens=num_out, num_prompt_tokens=num_prompt, error=r.error,

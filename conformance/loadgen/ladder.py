@@ -101,8 +101,8 @@ def _accepted_per_pos(before: Scrape | None, after: Scrape | None, names: Metric
 def _acceptance_length(before: Scrape | None, after: Scrape | None, names: MetricNames, k: int) -> float | None:
     if after is not None and names.acceptance_length_gauge and not names.accepted_tokens:
         return after.samples.get(names.acceptance_length_gauge)
-    if before is None or after is None or not names.accepted_tokens:
-        return None
+    if before is None or after is None or not names.accepted_tokens or names.accepted_tokens not in after.samples:
+        return None   # a counter the engine did not report (or reported as +Inf, NaN: skipped) is not 0
     accepted = after.samples.get(names.accepted_tokens, 0.0) - before.samples.get(names.accepted_tokens, 0.0)
     drafts = _num_drafts(before.samples, after.samples, names, k)
     if drafts is None:
@@ -278,7 +278,14 @@ def _median(xs: list[float | None]) -> float | None:
 def _served_model(base_url: str, settings: LoadgenSettings) -> str:
     resp = httpx.get(f"{base_url}/v1/models", timeout=settings.connect_timeout_s, trust_env=False)
     resp.raise_for_status()
-    return resp.json()["data"][0]["id"]
+    doc = resp.json()
+    data = doc.get("data") if isinstance(doc, dict) else None
+    first = data[0] if isinstance(data, list) and data else None
+    model = first.get("id") if isinstance(first, dict) else None
+    if not isinstance(model, str) or not model:
+        raise ValueError(f"the answer names no served model (want {{\"data\": [{{\"id\": NAME}}, ...]}}, got "
+                         f"{resp.text[:200]!r})")
+    return model
 
 
 def _pool(settings: LoadgenSettings, concurrency: int, rate: float | None) -> ClientPool:
@@ -315,7 +322,14 @@ def run_ladder(base_url: str, workload: Workload, settings: LoadgenSettings, nam
     else:
         steps = [(c, None) for c in settings.concurrencies]
     for c, rate in steps:
-        rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body, rate)
+        try:
+            rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body, rate)
+        except Exception as exc:  # noqa: BLE001  an answer nothing above foresaw: this rung fails, the rest stand
+            rung = {"mode": "closed" if rate is None else "open", "concurrency": c, "status": "error",
+                    "output_tok_per_s": None, "wall_s": None,
+                    "message": f"the rung could not be measured: {type(exc).__name__}: {str(exc)[:500]}"}
+            if rate is not None:
+                rung["request_rate_per_s"] = rate
         if rung["status"] == "error":
             gone = alive()
             if gone:

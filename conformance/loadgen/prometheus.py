@@ -6,7 +6,8 @@ import math
 
 
 def parse_samples(text: str) -> dict[str, float]:
-    """{metric name: value summed over every label set}. Comment lines and malformed lines are skipped."""
+    """{metric name: value summed over every label set}. Comment lines, malformed lines and values that
+    are not finite (NaN, +Inf, 1e999: no counter of a live engine reads so) are skipped."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -24,7 +25,7 @@ def parse_samples(text: str) -> dict[str, float]:
             value = float(fields[0])
         except ValueError:
             continue
-        if math.isnan(value):
+        if not math.isfinite(value):
             continue
         out[name.strip()] = out.get(name.strip(), 0.0) + value
     return out

@@ -56,7 +56,9 @@ def engine_stats(engine: LLMEngine) -> dict[str, float]:
     s: EngineStats = engine.stats()
     snap: dict[str, float] = {"num_steps": s.num_steps, "num_scheduled_tokens": s.num_scheduled_tokens,
                               "num_draft_tokens": s.num_draft_tokens, "num_accepted_tokens": s.num_accepted_tokens,
-                              "pool_usage": s.pool_usage}
+                              "pool_usage": s.pool_usage,
+                              # vLLM's gauges: scheduled requests only, and the ones still queued
+                              "num_requests_running": s.num_running, "num_requests_waiting": s.num_waiting}
     for i, n in enumerate(s.num_accepted_tokens_per_pos):
         snap[f"{ACCEPTED_PER_POS_KEY_PREFIX}{i}"] = n
     if "num_drafts" in s.extra:

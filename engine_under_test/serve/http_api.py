@@ -15,7 +15,10 @@ bad field, 404 for an unknown route or model, 413 for a body over MAX_BODY_BYTES
 body does not arrive within BODY_TIMEOUT_S, 503 when the engine thread is gone; bytes that are
 not HTTP (garbage, Content-Length with Transfer-Encoding, a negative Content-Length) get a JSON
 400 from the protocol layer and the connection is closed. Connections idle for
-KEEPALIVE_TIMEOUT_S are closed; a client that stops reading costs a coroutine, not a thread.
+KEEPALIVE_TIMEOUT_S are closed; a client that stops reading costs a coroutine, not a thread. A
+client that disconnects has its requests aborted in the engine at once (streamed or not: the
+handler is cancelled and aborts them); a body that asks for more than `request.MAX_PROMPTS_PER_REQUEST`
+prompts or `request.MAX_TOKENS_PER_REQUEST` tokens is a 400 naming the limit.
 """
 
 from __future__ import annotations
@@ -85,8 +88,10 @@ class ApiServer:
         def request_factory(message, payload, protocol, writer, task):
             return BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
                                client_max_size=MAX_BODY_BYTES)
+        # handler_cancellation: a client that hangs up cancels its handler, whose `finally` aborts its
+        # requests in the engine (streamed or not: a non-streamed handler writes nothing until the end)
         return _Server(self.dispatch, request_factory=request_factory, keepalive_timeout=KEEPALIVE_TIMEOUT_S,
-                       access_log=None)
+                       access_log=None, handler_cancellation=True)
 
     async def dispatch(self, request: BaseRequest) -> web.StreamResponse:
         try:

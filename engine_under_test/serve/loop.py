@@ -142,7 +142,6 @@ class EngineLoop:
     def _make_snapshot(self) -> dict[str, float]:
         snap = dict(self._stats_fn(self._engine))
         snap.update(self._counters)
-        snap["num_requests_running"] = len(self._streams)
         return snap
 
     def _run(self) -> None:

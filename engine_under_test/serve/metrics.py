@@ -14,7 +14,8 @@
     vllm:prompt_tokens_total                   counter  prompt tokens of admitted requests
     vllm:generation_tokens_total               counter  output tokens streamed back
     vllm:request_success_total                 counter  requests finished (label finished_reason)
-    vllm:num_requests_running                  gauge    requests inside the engine
+    vllm:num_requests_running                  gauge    requests the scheduler runs (scheduled), as vLLM's
+    vllm:num_requests_waiting                  gauge    requests admitted but queued (not yet scheduled)
     vllm:kv_cache_usage_perc                   gauge    fraction of the unified pool's blocks in use (0..1)
     reference:num_scheduled_tokens_total       counter  tokens the scheduler scheduled (sum over steps)
     reference:num_steps_total                  counter  engine steps run
@@ -37,7 +38,8 @@ METRICS: tuple[tuple[str, str, str, str], ...] = (
     ("vllm:spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.", "num_accepted_tokens"),
     ("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed.", "num_prompt_tokens"),
     ("vllm:generation_tokens_total", "counter", "Number of generation tokens processed.", "num_generation_tokens"),
-    ("vllm:num_requests_running", "gauge", "Number of requests in the engine.", "num_requests_running"),
+    ("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", "num_requests_running"),
+    ("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", "num_requests_waiting"),
     ("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", "pool_usage"),
     ("reference:num_scheduled_tokens_total", "counter", "Tokens scheduled, summed over steps.", "num_scheduled_tokens"),
     ("reference:num_steps_total", "counter", "Engine steps run.", "num_steps"),

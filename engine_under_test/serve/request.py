@@ -3,7 +3,8 @@ refusal is a `RequestError` (HTTP status, OpenAI error type, the field, a messag
 
 Contract: `parse_completion(body, model_name, vocab_size, max_model_len) -> Completion` or raises
 `RequestError`. Accepted (OpenAI / vLLM names): model (must name the served model: else 404),
-prompt (token ids, or a list of such lists: no tokenizer), max_tokens, temperature (finite,
+prompt (token ids, or a list of at most MAX_PROMPTS_PER_REQUEST such lists whose prompt plus
+max_tokens sum to at most MAX_TOKENS_PER_REQUEST: no tokenizer), max_tokens, temperature (finite,
 >= 0; below 1e-5 it is greedy, as vLLM's sampling epsilon), top_p, top_k, seed (an integer in
 torch's seed range), ignore_eos, stream, stream_options.include_usage. Refused clearly, never
 ignored: n / best_of other than 1, stop strings and stop_token_ids (the engine stops on EOS
@@ -20,6 +21,9 @@ from engine_under_test.sampling_params import SamplingParams
 
 GREEDY_BELOW_TEMPERATURE = 1e-5          # vLLM's _SAMPLING_EPS
 SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 64 - 1   # torch.Generator.manual_seed's range
+# A batch of prompts in one body: bounded so that a small body cannot keep the engine busy for minutes
+MAX_PROMPTS_PER_REQUEST = 256
+MAX_TOKENS_PER_REQUEST = 2 ** 18        # sum over the prompts of prompt tokens + max_tokens
 
 
 class RequestError(ValueError):
@@ -129,6 +133,15 @@ def parse_completion(body: Any, model_name: str, vocab_size: int, max_model_len:
         raise RequestError(f"stream_options.include_usage: must be true or false, got {usage!r}",
                            param="stream_options")
     include_usage = bool(usage)
+    if len(prompts) > MAX_PROMPTS_PER_REQUEST:
+        raise RequestError(f"prompt: a batch of {len(prompts)} prompts is more than this server takes in one request "
+                           f"(MAX_PROMPTS_PER_REQUEST = {MAX_PROMPTS_PER_REQUEST}); send several requests",
+                           param="prompt")
+    total_tokens = sum(map(len, prompts)) + len(prompts) * params.max_tokens
+    if total_tokens > MAX_TOKENS_PER_REQUEST:
+        raise RequestError(f"prompt: {len(prompts)} prompt(s) asking for {total_tokens} prompt + output tokens in all, "
+                           f"more than this server takes in one request (MAX_TOKENS_PER_REQUEST = "
+                           f"{MAX_TOKENS_PER_REQUEST}); send several requests", param="prompt")
     longest = max(map(len, prompts))
     if longest + params.max_tokens > max_model_len:
         raise RequestError(f"this model's maximum context length is {max_model_len} tokens; the request asks for "
