@@ -6,8 +6,9 @@
 an engine by its own name.
 
 The oracle's document for a case is its goldens of every suite merged (header, budget, memory,
-trace); with no golden, the oracle's live observation of this run or session, said so in the
-verdict's source; with neither, a check that needs it fails with the reason.
+trace); with no golden, the oracle's live observation of this run or session (only an engine of
+role oracle: an engine under test is never an oracle's document, whatever its name), said so in
+the verdict's source; with neither, a check that needs it fails with the reason.
 
     check                                judges       against  cases                 reads
     <suite>.golden (budget/memory/trace) both roles   -        every                 the suite's section
@@ -207,6 +208,8 @@ def judge_run(cases: Iterable[Mapping[str, Any]], observations: Mapping[tuple[st
     case_ids = {c["id"] for c in cases}
 
     def live(engine: str, case_id: str) -> dict[str, Any] | None:
+        if roles.get(engine) != ORACLE:   # an engine under test is never an oracle's document
+            return None
         return observations.get((case_id, engine))
 
     out: list[Verdict] = []

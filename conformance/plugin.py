@@ -180,9 +180,10 @@ class ConformanceSession:
         return self.store.get(self.engines[engine], wanted)[case.id]
 
     def live_lookup(self, engine: str, case_id: str) -> dict[str, Any] | None:
-        """An engine's observation of this session, as `conformance run` has its run's: only for a
-        selected engine on a selected case."""
-        if engine not in self.engines or case_id not in self.cases:
+        """An oracle's observation of this session, as `conformance run` has its run's: only for a
+        selected engine of role oracle on a selected case (an engine under test is never an
+        oracle's document)."""
+        if engine not in self.engines or not self.engines[engine].is_oracle or case_id not in self.cases:
             return None
         return self.observe(engine, self.cases[case_id])
 
