@@ -1,7 +1,9 @@
 """The one check table: which check judges which role of engine on which cases, against which oracle.
 
 `pytest suites/` is generated from `CHECKS` (conformance.suite) and `conformance run` judges with
-`judge_run`, both through `evaluate`, so the two cannot disagree. A check names the role it judges
+`judge_run`, both through `evaluate`, so the two cannot disagree. A check that raises on what an
+engine reported is that check's failing verdict, naming the check and the error (cause
+`check-raised`), never a lost run. A check names the role it judges
 (`under-test` or `oracle`) and the oracle whose document it compares with; nothing here selects
 an engine by its own name.
 
@@ -108,7 +110,26 @@ LIVE_CHECKS: tuple[CheckSpec, ...] = (
 
 
 def judge_live(obs: dict[str, Any], case_spec: dict[str, Any]) -> list[Verdict]:
-    return [c.run(CheckInput(obs, dict(case_spec))) for c in LIVE_CHECKS]
+    return [_run_check(c, CheckInput(obs, dict(case_spec))) for c in LIVE_CHECKS]
+
+
+CHECK_RAISED = "check-raised"
+
+
+def _run_check(check: CheckSpec, given: CheckInput) -> Verdict:
+    """`check.run(given)`; a check that raises on what an engine reported fails, naming the check and
+    the error, instead of losing the run (every other verdict and the report are still written)."""
+    try:
+        return check.run(given)
+    except Exception as exc:  # noqa: BLE001 -- any error of a check is that check's failing verdict
+        return _raised(check.name, given.obs, given.case_spec.get("id", "?"), exc)
+
+
+def _raised(check: str, obs: dict[str, Any], case_id: str, exc: Exception) -> Verdict:
+    engine = (obs.get("engine") or {}).get("name", "?") if isinstance(obs, dict) else "?"
+    text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+    return Verdict(check, engine, case_id, FAIL, f"the check {check} could not judge this observation: "
+                   f"{type(exc).__name__}: {text}", cause=CHECK_RAISED)
 
 
 GoldenLookup = Callable[[str, str, str], dict[str, Any]]          # (suite, engine, case_id) -> golden; raises
@@ -148,6 +169,13 @@ def oracle_document(oracle: str, case_id: str, lookup: GoldenLookup,
 
 
 def evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: GoldenLookup) -> Verdict:
+    try:
+        return _evaluate_golden(suite, obs, is_oracle, lookup)
+    except Exception as exc:  # noqa: BLE001 -- see _run_check
+        return _raised(f"{suite}.golden", obs, obs.get("case_id", "?"), exc)
+
+
+def _evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: GoldenLookup) -> Verdict:
     engine = obs["engine"]["name"]
     try:
         golden, why = lookup(suite, engine, obs["case_id"]), f"{engine} golden in goldens/{suite}"
@@ -174,7 +202,7 @@ def evaluate(check: CheckSpec, obs: dict[str, Any], case_spec: dict[str, Any], l
         if other is None and check.needs_against:
             return Verdict(check.name, engine, case_id, FAIL, f"nothing to compare with: {source}; and "
                            f"{check.against} was not planned in this run", cause=MISSING_GOLDEN)
-    return check.run(CheckInput(obs, dict(case_spec), other, source, partner))
+    return _run_check(check, CheckInput(obs, dict(case_spec), other, source, partner))
 
 
 def memoized(lookup: GoldenLookup) -> GoldenLookup:
