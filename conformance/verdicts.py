@@ -285,7 +285,7 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
                   + null_fields("memory.ledger_bytes", ledger, held_cats))
     if unreported:
         return _v(check, obs, FAIL, f"{_not_reported(unreported)} (what a sequence costs and what the ledger holds "
-                  f"under the bound)", unreported)
+                  f"under the bound, for {seats} seats)", unreported)
     per_seq = sum(per[k] for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
     need = seats * per_seq
     held, _ = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items() if c not in outside}}, case_spec)
@@ -425,7 +425,8 @@ def explains_short_seats(obs: dict[str, Any]) -> Verdict:
     unreported = null_fields("memory", obs["memory"], ("max_concurrency",)) + null_fields("budget", obs.get("budget"),
                                                                                           ("max_num_seqs",))
     if unreported:
-        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (whether the pool seats max_num_seqs)", unreported)
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (memory.max_concurrency {seats}, budget.max_num_seqs "
+                  f"{asked}: whether the pool seats max_num_seqs)", unreported)
     if seats >= asked:
         return _v(check, obs, SKIP, f"the pool holds max_num_seqs {asked} full-length sequences ({seats})")
     m = re.search(r"seats (\d{1,18}) full-length", obs.get("message") or "")   # more digits: no seat count
@@ -497,8 +498,8 @@ def steps_within_budget(obs: dict[str, Any], vllm: dict[str, Any] | None, source
     unreported = null_fields("budget", obs.get("budget"), ("max_num_scheduled_tokens", "drafting_slots_per_request",
                                                            "max_active_seqs"))
     if unreported:
-        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (each step is charged against the engine's own "
-                  f"budget)", unreported)
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (each of the {len(steps)} steps is charged against "
+                  f"the engine's own budget)", unreported)
     budgets = [("its own budget", obs.get("budget") or {})]
     if vllm is not None and vllm.get("status") == "ok" and vllm.get("budget"):
         budgets.append((f"vLLM's budget [{source}]", vllm["budget"]))

@@ -133,10 +133,15 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                 entry["state"], entry["note"] = "interrupted", f"{stopped} while planning: its observations so far are kept"
             elif entry["state"] == "pending":
                 entry["state"], entry["note"] = "not run", f"{stopped} before this engine"
-        rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                                 _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
-        report = finish(run_dir, console)
-        rundir.point_latest(reports_root, run_dir)
+        try:
+            rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                                     _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
+            report = finish(run_dir, console)
+            rundir.point_latest(reports_root, run_dir)
+        except OSError:
+            if write_error is not None:   # the first failure is the one to tell
+                raise write_error from None
+            raise
     if write_error is not None:
         raise write_error
     if interrupted:

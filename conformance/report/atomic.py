@@ -22,11 +22,13 @@ def write_atomic(path: Path, data: bytes) -> Path:
             fh.write(data)
         os.chmod(tmp, 0o644 & ~_umask())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.errno is not None:   # name the file meant, not the temp
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     return path
 
