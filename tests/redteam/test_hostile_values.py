@@ -18,8 +18,7 @@ import pytest
 
 from conformance import observation, paths
 from conformance.cases import find_case
-from conformance.check_table import CHECK_RAISED, CHECKS, judge_run
-from conformance.schemas.values import MAX_NESTING
+from conformance.check_table import CHECKS, judge_run
 
 from ._cli import cli
 from ._forge import forged_engine, reference_observation
@@ -88,6 +87,8 @@ def test_each_hostile_observation_is_an_error_naming_the_field_and_the_run_is_re
 
 
 def test_validation_walks_a_deep_document_without_recursion():
+    from conformance.schemas.values import MAX_NESTING
+
     doc = cur = {}
     for _ in range(100_000):
         cur["a"] = {}
@@ -100,6 +101,8 @@ def test_validation_walks_a_deep_document_without_recursion():
 def test_a_check_that_raises_is_a_failing_verdict_naming_the_check(reference_obs):
     """A check that cannot judge a document (a figure of the wrong type, which validation now refuses
     at the door) fails by name; every other verdict of the run is still there."""
+    from conformance.check_table import CHECK_RAISED
+
     case = dict(find_case(CASE).spec, id=CASE)
     broken = copy.deepcopy(reference_obs)
     broken["engine"]["name"] = "port"
