@@ -507,7 +507,11 @@ def main() -> int:
     try:
         if args.issue28 or not (args.cli or args.server):
             for item, name, attack in issue28_rows(tmp):
-                result, wall, peak = attack()
+                t0 = time.monotonic()
+                try:
+                    result, wall, peak = attack()
+                except Exception as exc:  # noqa: BLE001 -- what the attack left could not be read: say so
+                    result, wall, peak = f"outcome unreadable ({type(exc).__name__})", time.monotonic() - t0, float("nan")
                 print(f"{item:<5}{name:<52}{result[:57]:<58}{wall:>7.1f}{peak:>10.0f}  -", flush=True)
         if args.issue28:
             return 0
