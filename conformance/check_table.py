@@ -1,13 +1,16 @@
 """The one check table: which check judges which role of engine on which cases, against which oracle.
 
 `pytest suites/` is generated from `CHECKS` (conformance.suite) and `conformance run` judges with
-`judge_run`, both through `evaluate`, so the two cannot disagree. A check names the role it judges
+`judge_run`, both through `evaluate`, so the two cannot disagree. A check that raises on what an
+engine reported is that check's failing verdict, naming the check and the error (cause
+`check-raised`), never a lost run. A check names the role it judges
 (`under-test` or `oracle`) and the oracle whose document it compares with; nothing here selects
 an engine by its own name.
 
 The oracle's document for a case is its goldens of every suite merged (header, budget, memory,
-trace); with no golden, the oracle's live observation of this run or session, said so in the
-verdict's source; with neither, a check that needs it fails with the reason.
+trace); with no golden, the oracle's live observation of this run or session (only an engine of
+role oracle: an engine under test is never an oracle's document, whatever its name), said so in
+the verdict's source; with neither, a check that needs it fails with the reason.
 
     check                                judges       against  cases                 reads
     <suite>.golden (budget/memory/trace) both roles   -        every                 the suite's section
@@ -165,7 +168,10 @@ def judge_live(obs: dict[str, Any], case_spec: dict[str, Any], role: str = UNDER
                     out.append(Verdict(check.name, engine, obs["case_id"], FAIL, f"unreadable live golden: {exc}",
                                        cause=UNREADABLE_GOLDEN))
                     continue
-            out.append(lc.live_golden(obs, golden, dict(case_spec), role == ORACLE, why))
+            try:
+                out.append(lc.live_golden(obs, golden, dict(case_spec), role == ORACLE, why))
+            except Exception as exc:  # noqa: BLE001 -- the check's failing verdict, never a lost run
+                out.append(_raised(check.name, obs, obs["case_id"], exc))
             continue
         other, source = None, ""
         if check.against:
@@ -178,8 +184,28 @@ def judge_live(obs: dict[str, Any], case_spec: dict[str, Any], role: str = UNDER
                     out.append(Verdict(check.name, engine, obs["case_id"], FAIL, f"nothing to compare with: {source}; "
                                        f"and {check.against} was not served in this run", cause=MISSING_GOLDEN))
                 continue
-        out.append(check.run(CheckInput(obs, dict(case_spec), other, source, is_oracle=role == ORACLE)))
+        out.append(_run_check(check, CheckInput(obs, dict(case_spec, id=obs["case_id"]) if "id" not in case_spec
+                                                else dict(case_spec), other, source, is_oracle=role == ORACLE)))
     return out
+
+
+CHECK_RAISED = "check-raised"
+
+
+def _run_check(check: CheckSpec, given: CheckInput) -> Verdict:
+    """`check.run(given)`; a check that raises on what an engine reported fails, naming the check and
+    the error, instead of losing the run (every other verdict and the report are still written)."""
+    try:
+        return check.run(given)
+    except Exception as exc:  # noqa: BLE001 -- any error of a check is that check's failing verdict
+        return _raised(check.name, given.obs, given.case_spec.get("id", "?"), exc)
+
+
+def _raised(check: str, obs: dict[str, Any], case_id: str, exc: Exception) -> Verdict:
+    engine = (obs.get("engine") or {}).get("name", "?") if isinstance(obs, dict) else "?"
+    text = str(exc).encode("utf-8", "backslashreplace").decode("utf-8")[:500]
+    return Verdict(check, engine, case_id, FAIL, f"the check {check} could not judge this observation: "
+                   f"{type(exc).__name__}: {text}", cause=CHECK_RAISED)
 
 
 GoldenLookup = Callable[[str, str, str], dict[str, Any]]          # (suite, engine, case_id) -> golden; raises
@@ -219,6 +245,13 @@ def oracle_document(oracle: str, case_id: str, lookup: GoldenLookup,
 
 
 def evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: GoldenLookup) -> Verdict:
+    try:
+        return _evaluate_golden(suite, obs, is_oracle, lookup)
+    except Exception as exc:  # noqa: BLE001 -- see _run_check
+        return _raised(f"{suite}.golden", obs, obs.get("case_id", "?"), exc)
+
+
+def _evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: GoldenLookup) -> Verdict:
     engine = obs["engine"]["name"]
     try:
         golden, why = lookup(suite, engine, obs["case_id"]), f"{engine} golden in goldens/{suite}"
@@ -245,7 +278,7 @@ def evaluate(check: CheckSpec, obs: dict[str, Any], case_spec: dict[str, Any], l
         if other is None and check.needs_against:
             return Verdict(check.name, engine, case_id, FAIL, f"nothing to compare with: {source}; and "
                            f"{check.against} was not planned in this run", cause=MISSING_GOLDEN)
-    return check.run(CheckInput(obs, dict(case_spec), other, source, partner))
+    return _run_check(check, CheckInput(obs, dict(case_spec), other, source, partner))
 
 
 def memoized(lookup: GoldenLookup) -> GoldenLookup:
@@ -279,6 +312,8 @@ def judge_run(cases: Iterable[Mapping[str, Any]], observations: Mapping[tuple[st
     case_ids = {c["id"] for c in cases}
 
     def live(engine: str, case_id: str) -> dict[str, Any] | None:
+        if roles.get(engine) != ORACLE:   # an engine under test is never an oracle's document
+            return None
         return observations.get((case_id, engine))
 
     out: list[Verdict] = []

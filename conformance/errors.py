@@ -27,3 +27,9 @@ class UnknownEngineError(ConformanceError):
 
 class OracleEnvError(ConformanceError):
     """An oracle virtualenv that is missing, broken, or failed to build."""
+
+
+class RunDirWriteError(ConformanceError):
+    """A run directory that could not be written (a full disk): the message says what was kept."""
+
+    exit_code = 1

@@ -8,7 +8,8 @@ Layout: `goldens/<suite>/<test module>/<test>[<engine>-<case>].json`, one JSON d
 
 Contract:
 - A golden is written only by `pytest --snapshot-update` (syrupy's own flag); a normal run
-  never writes one, and a missing golden fails the test.
+  never writes one, and a missing golden fails the test. An engine under test never writes a
+  golden under a shipped oracle's name (`harness.shipped`).
 - A golden file without `golden_format` (or with another one) raises `GoldenFormatError`
   (`check_golden` fails the test with its message, no traceback).
 - Under `--snapshot-update`, every rewritten golden's moved fields are listed by dotted path
@@ -81,6 +82,7 @@ def check_golden(snapshot, obs: dict[str, Any], suite: str, is_oracle: bool, sec
     view = golden_view(obs, sections)
     path = golden_path(snapshot)
     if snapshot.session.update_snapshots:
+        _refuse_oracle_golden_from_under_test(obs, is_oracle, path)
         _report_moves(snapshot, path, view)
         _drop_if_unreadable(path)
         assert snapshot == view
@@ -100,6 +102,17 @@ def check_golden(snapshot, obs: dict[str, Any], suite: str, is_oracle: bool, sec
 
 
 UPDATE_PROPERTY = "golden_update"
+
+
+def _refuse_oracle_golden_from_under_test(obs: dict[str, Any], is_oracle: bool, path: Path) -> None:
+    """An oracle's golden is recorded from that oracle only: an engine under test named like a shipped
+    oracle (a file the registry would refuse, built some other way) fails instead of writing it."""
+    from conformance.harness.shipped import reserved_oracle_names
+
+    name = obs["engine"]["name"]
+    if not is_oracle and name in reserved_oracle_names():
+        pytest.fail(f"refused to write {path}: {name} is a shipped oracle's name, and this observation comes from "
+                    f"an engine under test; an oracle's golden is recorded from that oracle only", pytrace=False)
 
 
 def describe_moves(path: Path, old: dict[str, Any], new: dict[str, Any]) -> str | None:

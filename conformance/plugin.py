@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -257,9 +258,10 @@ class ConformanceSession:
         return self.store.get(self.engines[engine], wanted)[case.id]
 
     def live_lookup(self, engine: str, case_id: str) -> dict[str, Any] | None:
-        """An engine's observation of this session, as `conformance run` has its run's: only for a
-        selected engine on a selected case."""
-        if engine not in self.engines or case_id not in self.cases:
+        """An oracle's observation of this session, as `conformance run` has its run's: only for a
+        selected engine of role oracle on a selected case (an engine under test is never an
+        oracle's document)."""
+        if engine not in self.engines or not self.engines[engine].is_oracle or case_id not in self.cases:
             return None
         return self.observe(engine, self.cases[case_id])
 
@@ -318,18 +320,41 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write --verdicts-out and --parity-report. Never raises: a file that cannot be written is said
+    on the terminal (what and why), and pytest still prints its summary line and exits with the
+    tests' status."""
     if _xdist_worker_id(session.config):
         return
     verdicts_out = session.config.getoption("--verdicts-out")
     if verdicts_out:
-        Path(verdicts_out).parent.mkdir(parents=True, exist_ok=True)
-        with open(verdicts_out, "w") as fh:
-            for r in session.config.stash[_RESULTS]:
-                if r.get("verdict"):
-                    fh.write(json.dumps(r["verdict"], sort_keys=True) + "\n")
+        _never_raise(session, f"--verdicts-out {verdicts_out}", lambda: _write_verdicts(session, Path(verdicts_out)))
     out = session.config.getoption("--parity-report")
     if not out:
         return
     from conformance.report.from_pytest import write_pytest_report
 
-    write_pytest_report(session, Path(out), session.config.stash[_RESULTS])
+    _never_raise(session, f"--parity-report {out}",
+                 lambda: write_pytest_report(session, Path(out), session.config.stash[_RESULTS]))
+
+
+def _write_verdicts(session: pytest.Session, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in session.config.stash[_RESULTS]:
+            if r.get("verdict"):
+                fh.write(json.dumps(r["verdict"], sort_keys=True) + "\n")
+
+
+def _never_raise(session: pytest.Session, what: str, write) -> None:
+    try:
+        write()
+    except Exception as exc:  # noqa: BLE001 -- sessionfinish must not eat pytest's own summary
+        from conformance.console_text import inert
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        line = inert(f"dflash-conformance: {what} could not be written: {type(exc).__name__}: {exc}")[:1000]
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
+        session.exitstatus = session.exitstatus or pytest.ExitCode.INTERNAL_ERROR

@@ -87,6 +87,18 @@ def _by(mine: Any, theirs: Any, unit: str) -> str:
     return ""
 
 
+def null_fields(section: str, doc: dict[str, Any] | None, names: tuple[str, ...] | list[str]) -> list[str]:
+    """The dotted paths (`memory.ledger_bytes.draft_kv`) of `names` in `doc` that are null or absent:
+    figures the engine did not report. A check that needs one fails naming it, never reading it as 0."""
+    doc = doc if isinstance(doc, dict) else {}
+    return [f"{section}.{n}" for n in names if doc.get(n) is None]
+
+
+def _not_reported(paths: list[str]) -> str:
+    return (f"{', '.join(paths)} {'is' if len(paths) == 1 else 'are'} null: the engine did not report "
+            f"{'it' if len(paths) == 1 else 'them'}, and this check needs {'it' if len(paths) == 1 else 'them'}")
+
+
 def _intended(case_spec: dict[str, Any], oracle: str, field_name: str) -> dict[str, Any] | None:
     """The case's `intended_differences` entry for (oracle, field), if it declares one."""
     for d in case_spec.get("intended_differences", []):
@@ -234,6 +246,11 @@ def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     ledger = mem.get("ledger_bytes") or {}
     bound = mem.get("bound_bytes")
     total, cats = bounded_bytes(mem, case_spec)
+    unreported = null_fields("memory.ledger_bytes", ledger, list(cats) + [c for c in mem.get("outside_bound") or ()
+                                                                         if c not in cats])
+    if unreported:
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (a category the bound must cover, summed against "
+                  f"memory.bound_bytes {bound})", unreported)
     problems = []
     if mem.get("outside_bound"):
         outside = sum(ledger.get(c) or 0 for c in mem["outside_bound"])
@@ -266,10 +283,16 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
         return _v(check, obs, FAIL, f"memory.max_concurrency {seats_f!r} / budget.max_num_seqs {asked!r}: the engine "
                   f"does not say how many sequences its pool seats")
     seats = min(int(asked), math.floor(seats_f))
-    per_seq = sum(per.get(k) or 0 for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
-    need = seats * per_seq
     ledger = mem.get("ledger_bytes") or {}
     outside = set(mem.get("outside_bound") or ())
+    _, held_cats = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items() if c not in outside}}, case_spec)
+    unreported = (null_fields("memory.per_sequence", per, ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
+                  + null_fields("memory.ledger_bytes", ledger, held_cats))
+    if unreported:
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (what a sequence costs and what the ledger holds "
+                  f"under the bound, for {seats} seats)", unreported)
+    per_seq = sum(per[k] for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
+    need = seats * per_seq
     held, _ = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items() if c not in outside}}, case_spec)
     if need > held:
         lines = [f"{seats} seats x {per_seq} B per sequence (memory.per_sequence: attention {per.get('attention_kv_bytes')}"
@@ -404,9 +427,14 @@ def explains_short_seats(obs: dict[str, Any]) -> Verdict:
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
     seats, asked = obs["memory"].get("max_concurrency"), (obs.get("budget") or {}).get("max_num_seqs")
-    if seats is None or asked is None or seats >= asked:
+    unreported = null_fields("memory", obs["memory"], ("max_concurrency",)) + null_fields("budget", obs.get("budget"),
+                                                                                          ("max_num_seqs",))
+    if unreported:
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (memory.max_concurrency {seats}, budget.max_num_seqs "
+                  f"{asked}: whether the pool seats max_num_seqs)", unreported)
+    if seats >= asked:
         return _v(check, obs, SKIP, f"the pool holds max_num_seqs {asked} full-length sequences ({seats})")
-    m = re.search(r"seats (\d+) full-length", obs.get("message") or "")
+    m = re.search(r"seats (\d{1,18}) full-length", obs.get("message") or "")   # more digits: no seat count
     if not m:
         return _v(check, obs, FAIL, f"memory.max_concurrency {seats:.2f} < budget.max_num_seqs {asked}, but the "
                   f"observation's message does not say how many it seats ('seats N full-length ...'): "
@@ -429,6 +457,12 @@ def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
     problems = [f"{o['case_id']}: memory.outside_bound lists draft_kv "
                 f"({human_bytes((o['memory'].get('ledger_bytes') or {}).get('draft_kv'))}): allocated beside the pool"
                 for o in (small, large) if "draft_kv" in (o["memory"].get("outside_bound") or ())]
+    unreported = [f"{o['case_id']}: {p}" for o in (small, large)
+                  for p in null_fields("memory.per_sequence", o["memory"].get("per_sequence"),
+                                       ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))]
+    if unreported:
+        return _v(check, small, FAIL, f"{_not_reported(unreported)} (all per-sequence state against the bound)",
+                  tuple(unreported))
     per_s, per_l = ((o["memory"].get("per_sequence") or {}).get("draft_kv_bytes") for o in (small, large))
     seqs_s, seqs_l = ((o.get("budget") or {}).get("max_num_seqs") for o in (small, large))
     if not per_s or per_s != per_l:
@@ -466,6 +500,11 @@ def steps_within_budget(obs: dict[str, Any], vllm: dict[str, Any] | None, source
     steps = obs["trace"]["steps"]
     if not steps:
         return _v(check, obs, FAIL, "trace.steps is empty: an ok trace has at least one step")
+    unreported = null_fields("budget", obs.get("budget"), ("max_num_scheduled_tokens", "drafting_slots_per_request",
+                                                           "max_active_seqs"))
+    if unreported:
+        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (each of the {len(steps)} steps is charged against "
+                  f"the engine's own budget)", unreported)
     budgets = [("its own budget", obs.get("budget") or {})]
     if vllm is not None and vllm.get("status") == "ok" and vllm.get("budget"):
         budgets.append((f"vLLM's budget [{source}]", vllm["budget"]))

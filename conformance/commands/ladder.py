@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.cases import find_case
+from conformance.console_text import inert
 from conformance.errors import ConformanceError
 from conformance.commands.ladder_load import add_load_arguments, load_settings
 
@@ -160,12 +161,12 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         _write(args.out, obs)
     if obs["status"] != "ok":
-        print(f"conformance ladder: {obs['engine']['name']} {obs['status']} on {obs['case_id']}:\n{obs['message']}",
+        print(inert(f"conformance ladder: {obs['engine']['name']} {obs['status']} on {obs['case_id']}:\n{obs['message']}"),
               file=sys.stderr)
         return 1
     from conformance.check_table import judge_live
 
     verdicts = judge_live(obs, case.spec)
     for v in verdicts:
-        print(f"{v.check} [{v.engine} on {v.case_id}]: {v.outcome}: {v.message}")
+        print(inert(f"{v.check} [{v.engine} on {v.case_id}]: {v.outcome}: {v.message}"))
     return 1 if any(v.failed for v in verdicts) else 0

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from conformance.cases import Case, find_case, parse_case
+from conformance.console_text import inert
 from conformance.harness.plan_runner import plan_cases
 from conformance.harness.registry import known_names, resolve_engine
 
@@ -56,6 +57,6 @@ def run(args: argparse.Namespace) -> int:
                 fh.write(json.dumps(o, sort_keys=True) + "\n")
     for o in observations:
         if o["status"] == "error":
-            print(f"conformance plan: {o['engine']['name']} failed on {o['case_id']}: {o['message'].splitlines()[0]}",
-                  file=sys.stderr)
+            print(inert(f"conformance plan: {o['engine']['name']} failed on {o['case_id']}: "
+                        f"{o['message'].splitlines()[0]}"), file=sys.stderr)
     return 1 if any(o["status"] == "error" for o in observations) else 0

@@ -1,8 +1,8 @@
 """`conformance report DIR`: re-render DIR/index.html and DIR/junit.xml from DIR/observations.jsonl
 (and DIR/run.json), judging the observations again against the goldens as they are now.
 
-Exit status: 0 when the report was written (whatever its verdicts), 2 when DIR holds no usable
-observations.
+Exit status: 0 when the report was written (whatever its verdicts), 1 when it could not be written
+(a full disk: what was there is left whole), 2 when DIR holds no usable observations.
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from conformance.errors import RunDirWriteError
     from conformance.job.rundir import resolve_run_dir
 
-    finish(resolve_run_dir(args.dir), Console())
+    run_dir = resolve_run_dir(args.dir)
+    try:
+        finish(run_dir, Console())
+    except OSError as exc:   # a full disk: the files already there are left whole (written atomically)
+        raise RunDirWriteError(f"could not write {exc.filename or run_dir}: {exc.strerror or exc}; "
+                               f"{run_dir} is unchanged") from None
     return 0

@@ -25,7 +25,8 @@ The in-env adapter contract (plan.module):
     def plan_setup() -> None          # optional: once per process, before the first plan
 
 Contract: `load_engine_file(path)` returns an `EngineFile` or raises `EngineFileError` with one
-line per problem, each `file: json.path: message`.
+line per problem, each `file: json.path: message`. A shipped oracle's name (vllm, sglang) is taken
+only by that oracle's shipped file (`harness.shipped`): any other file of that name is refused.
 """
 
 from __future__ import annotations
@@ -282,6 +283,11 @@ def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     problems = error_lines("engine", doc, str(path))
     if problems:
         raise EngineFileError(problems)
+    from conformance.harness.shipped import reserved_name_problem
+
+    reserved = reserved_name_problem(doc["name"], doc["role"], path)
+    if reserved:
+        raise EngineFileError([reserved])
     plan, problems = _plan(doc, path)
     version = doc.get("version")
     if version is not None and not SAFE_VERSION.fullmatch(version):

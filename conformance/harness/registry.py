@@ -7,7 +7,9 @@ Contract: `resolve_engine(ref)` returns an `EngineFile` for
   (the entry point loads to a path of an engine file, or to a callable returning one);
 and raises `UnknownEngineError` naming what is known otherwise, or `EngineFileError` for a bad
 file. `resolve_engines("reference,vllm,./port.yaml")` resolves a comma list (duplicates dropped,
-two files of one name refused). `default_engines()` is every shipped and registered engine.
+two files of one name refused). `default_engines()` is every shipped and registered engine (two
+engines of one name refused there too, entry points included). A file that takes a shipped
+oracle's name without being its shipped file is refused when loaded (`harness.shipped`).
 Nothing here caches: each call reads the files it needs.
 """
 
@@ -17,11 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
-from conformance import paths
 from conformance.errors import ConformanceError, UnknownEngineError
 from conformance.harness.engine_file import EngineFile, EngineFileError, load_engine_file
-
-SHIPPED_DIR = paths.PACKAGE_DIR / "engine_files"
+from conformance.harness.shipped import SHIPPED_DIR
 ENTRY_POINT_GROUP = "dflash_conformance.engines"
 SHIPPED_ORDER = ("reference", "vllm", "sglang")
 
@@ -50,7 +50,11 @@ def _from_entry_point(ep: metadata.EntryPoint) -> EngineFile:
     except Exception as exc:  # a third party's package: say whose and why
         raise EngineFileError([f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}): "
                                f"could not be loaded: {type(exc).__name__}: {exc}"]) from None
-    return load_engine_file(Path(path))
+    try:
+        return load_engine_file(Path(path))
+    except EngineFileError as exc:
+        raise EngineFileError([f"entry point {ep.name} = {ep.value} ({ENTRY_POINT_GROUP}): {p}"
+                               for p in exc.problems]) from None
 
 
 def resolve_engine(ref: str) -> EngineFile:
@@ -78,18 +82,36 @@ def resolve_engines(refs: str | Iterable[str] | None) -> list[EngineFile]:
     items = [r.strip() for r in (refs.split(",") if isinstance(refs, str) else refs) if r.strip()]
     if not items:
         raise ConformanceError("--engines: no engine named")
-    out: dict[str, EngineFile] = {}
-    for ref in items:
-        engine = resolve_engine(ref)
-        if engine.name in out and out[engine.name].path != engine.path:
-            raise ConformanceError(f"--engines: two engines are named {engine.name!r}: {out[engine.name].path} and "
-                                   f"{engine.path}; names key observations, goldens and reports, so they must differ")
-        out[engine.name] = engine
-    return list(out.values())
+    return _unique("--engines", [(ref, resolve_engine(ref)) for ref in items])
+
+
+def _unique(where: str, resolved: list[tuple[str, EngineFile]]) -> list[EngineFile]:
+    """The engines, one per name (the same file named twice counts once); two files of one name
+    are refused, naming both and how each was found."""
+    out: dict[str, tuple[str, EngineFile]] = {}
+    for ref, engine in resolved:
+        if engine.name in out and out[engine.name][1].path != engine.path:
+            first_ref, first = out[engine.name]
+            raise ConformanceError(f"{where}: two engines are named {engine.name!r}: {first.path} (from {first_ref!r}) "
+                                   f"and {engine.path} (from {ref!r}); names key observations, goldens and reports, "
+                                   f"so they must differ")
+        out.setdefault(engine.name, (ref, engine))
+    return [engine for _, engine in out.values()]
 
 
 def default_engines() -> list[EngineFile]:
-    return [resolve_engine(n) for n in known_names()]
+    """Every shipped engine and every entry point's (an entry point named like a shipped engine, or
+    two engines of one name, are refused: one run cannot hold two engines of one name)."""
+    resolved = [(n, resolve_engine(n)) for n in shipped_names()]
+    shipped = set(shipped_names())
+    for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: (e.name, e.value)):
+        name = ep.name
+        if name in shipped:
+            raise ConformanceError(f"entry point {name} = {ep.value} ({ENTRY_POINT_GROUP}) is named like the shipped "
+                                   f"engine {SHIPPED_DIR / (name + '.yaml')}; one run cannot hold two engines of "
+                                   f"one name: rename the entry point")
+        resolved.append((f"entry point {name}", _from_entry_point(ep)))
+    return _unique("engines", resolved)
 
 
 def oracles(engines: Iterable[EngineFile]) -> list[EngineFile]:

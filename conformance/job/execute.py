@@ -1,17 +1,22 @@
 """`conformance run`: plan the selected cases on every available engine and write the run directory.
 
 Contract: `run_job(options, console)` returns the exit status: 0 when every check passed and no
-engine errored, 1 otherwise, 128 + the signal when interrupted (130 for SIGINT, 143 for SIGTERM:
+engine errored, 1 otherwise (and when nothing was planned: every engine skipped, said so with
+each engine's reason), 128 + the signal when interrupted (130 for SIGINT, 143 for SIGTERM:
 both are handled alike, and further signals are ignored while the report is written;
 `job.interrupt`). Whatever happens, the run directory
 holds `observations.jsonl` (each observation appended as it arrives), `run.json`, a valid
 `index.html` and `junit.xml` of what was measured (the rest marked not run), and `latest` points
-at it. Engines run one after the other, one adapter process per engine for all cases
+at it. A write into the run directory that fails (a full disk) stops planning and raises
+`RunDirWriteError` saying what is kept (every observation already appended) and how to finish
+(`conformance report DIR`); index.html and junit.xml are written atomically, so a full disk never
+leaves half of one. Engines run one after the other, one adapter process per engine for all cases
 (`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`.
 """
 
 from __future__ import annotations
 
+import errno
 import signal
 import time
 from dataclasses import dataclass
@@ -19,17 +24,19 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from conformance import observation
 from conformance.cases import Case
+from conformance.console_text import shown
 from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import plan_cases
-from conformance.errors import OracleEnvError
+from conformance.errors import OracleEnvError, RunDirWriteError
 from conformance.job import rundir
 from conformance.job.interrupt import Interrupts
 from conformance.job.summary import print_summary
+from conformance.report.atomic import write_atomic
+from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
 from conformance.report.model import RunReport, failed_run
 from conformance.report.render import write_html
@@ -83,16 +90,28 @@ def run_job(options: RunOptions, console: Console) -> int:
     specs = select_engines(options.engines)
     if options.live:   # oracles first: an engine under test is compared with them as measured in this run
         specs = sorted(specs, key=lambda s: s.role != "oracle")
-    names = [s.name for s in specs]
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
-    run_dir = rundir.new_run_dir(reports_root)
+    try:
+        run_dir = rundir.new_run_dir(reports_root)
+    except OSError as exc:
+        raise RunDirWriteError(f"could not create a run directory under {reports_root}: {_why(exc)}") from None
+    try:
+        return _plan_and_report(options, console, cases, selection, specs, reports_root, run_dir)
+    except OSError as exc:   # the run directory cannot be written (a full disk): say what is kept
+        raise RunDirWriteError(_write_failed(run_dir, exc)) from None
+
+
+def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case], selection: str,
+                     specs: list[EngineFile], reports_root: Path, run_dir: Path) -> int:
+    names = [s.name for s in specs]
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, _meta(run_dir, selection, cases, engines, started))
-    console.print(f"conformance run {escape(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
-                  f"· selection: {escape(selection)} -> {escape(str(run_dir))}")
+    console.print(f"conformance run {shown(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
+                  f"· selection: {shown(selection)} -> {shown(str(run_dir))}")
     log = rundir.ObservationLog(run_dir)
+    write_error: OSError | None = None
     with Interrupts() as stop:
         try:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -109,22 +128,56 @@ def run_job(options: RunOptions, console: Console) -> int:
             stop.hold()
             name = signal.Signals(stop.signum).name if stop.signum else "SIGINT"
             console.print(f"[yellow]interrupted ({name}): writing the report of what was measured[/]")
+        except OSError as exc:   # a write into the run directory failed: stop planning, report what is kept
+            stop.hold()
+            write_error = exc
         finally:
             stop.hold()
             log.close()
         interrupted = stop.signum is not None or _interrupted_without_signal(engines)
+        stopped = "its run directory could not be written" if write_error else "the run was interrupted"
         for entry in engines:
             if entry["state"] == "running":
-                entry["state"], entry["note"] = "interrupted", "interrupted while planning: its observations so far are kept"
+                entry["state"], entry["note"] = "interrupted", f"{stopped} while planning: its observations so far are kept"
             elif entry["state"] == "pending":
-                entry["state"], entry["note"] = "not run", "the run was interrupted before this engine"
-        rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                                 _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
-        report = finish(run_dir, console)
-        rundir.point_latest(reports_root, run_dir)
+                entry["state"], entry["note"] = "not run", f"{stopped} before this engine"
+        try:
+            rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
+                                     _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
+            report = finish(run_dir, console)
+            rundir.point_latest(reports_root, run_dir)
+        except OSError:
+            if write_error is not None:   # the first failure is the one to tell
+                raise write_error from None
+            raise
+    if write_error is not None:
+        raise write_error
     if interrupted:
         return stop.exit_code or 130
+    if not report.observations:
+        console.print(f"[red]nothing was planned[/]: no engine planned any of the {len(cases)} selected case(s): "
+                      + "; ".join(f"{shown(e['name'])} {shown(e['state'])}"
+                                  + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
+        return 1
     return 1 if failed_run(report) else 0
+
+
+def _why(exc: OSError) -> str:
+    full = exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+    return f"{exc.strerror or exc}" + (" (the disk or the file size limit is full)" if full else "")
+
+
+def _write_failed(run_dir: Path, exc: OSError) -> str:
+    """What a failed write into the run directory means: what is kept, and how to finish the report."""
+    kept = 0
+    try:
+        with (run_dir / rundir.OBSERVATIONS_FILE).open("rb") as fh:
+            kept = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    except OSError:
+        pass
+    return (f"could not write {exc.filename or run_dir}: {_why(exc)}; the {kept} observation(s) measured before it are "
+            f"kept in {run_dir / rundir.OBSERVATIONS_FILE}; free some space and run `conformance report {run_dir}` "
+            f"to write its index.html and junit.xml")
 
 
 def _interrupted_without_signal(engines: list[dict[str, Any]]) -> bool:
@@ -134,7 +187,7 @@ def _interrupted_without_signal(engines: list[dict[str, Any]]) -> bool:
 
 def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], no_build: bool, run_dir: Path,
                 log: rundir.ObservationLog, progress: Progress, task) -> None:
-    say = lambda m: progress.console.print(f"[dim]{escape(m)}[/]")  # noqa: E731
+    say = lambda m: progress.console.print(f"[dim]{shown(m)}[/]")  # noqa: E731
     progress.update(task, description=f"{spec.name}: preparing")
     entry["state"] = "running"
     state, note = _prepare(spec, no_build, say)
@@ -148,8 +201,8 @@ def _run_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], 
         log.append(obs)
         progress.advance(task)
         first = (obs.get("message") or "").strip().splitlines()
-        progress.console.print(f"  {escape(spec.name):<10} {escape(obs['case_id']):<40} {escape(obs['status']):<8} "
-                               f"[dim]{escape(first[0][:100]) if first and obs['status'] != 'ok' else ''}[/]",
+        progress.console.print(f"  {shown(spec.name):<10} {shown(obs['case_id']):<40} {shown(obs['status']):<8} "
+                               f"[dim]{shown(first[0][:100]) if first and obs['status'] != 'ok' else ''}[/]",
                                no_wrap=True, overflow="ellipsis", crop=True)
         progress.update(task, description=f"{spec.name}: {obs['case_id']}")
 
@@ -211,10 +264,25 @@ def _default_reports_root() -> Path:
 
 
 def finish(run_dir: Path, console: Console | None = None) -> RunReport:
-    """Judge, render `index.html` and `junit.xml` from the run directory, print the summary."""
+    """Judge, render `index.html` and `junit.xml` from the run directory, print the summary. Where
+    rendering raises on what an engine reported, the report of last resort (`report.fallback`) is
+    written in its place and the summary says so: the run directory always ends with both files.
+    A failed write (`OSError`: a full disk) is raised: nothing else can be written either."""
     report = rundir.load_report(run_dir)
-    index = write_html(report, run_dir / rundir.INDEX_FILE)
-    junit = write_junit(report, run_dir / rundir.JUNIT_FILE)
+    index = _write_report(report, run_dir / rundir.INDEX_FILE, write_html, fallback_html, console)
+    junit = _write_report(report, run_dir / rundir.JUNIT_FILE, write_junit, fallback_junit, console)
     if console is not None:
         print_summary(console, report, index, junit)
     return report
+
+
+def _write_report(report: RunReport, path: Path, write, fallback, console: Console | None) -> Path:
+    try:
+        return write(report, path)
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- rendering must not lose the run: the fallback holds the verdicts
+        if console is not None:
+            console.print(f"[red]{shown(path.name)}: the full report could not be rendered "
+                          f"({shown(type(exc).__name__)}: {shown(str(exc)[:300])}); wrote the plain one[/]")
+        return write_atomic(path, fallback(report, exc))

@@ -6,17 +6,22 @@ Layout:
     observations.jsonl  one observation per line, appended and flushed as each one arrives
     index.html          the parity report        junit.xml   the verdicts for CI
     logs/<engine>/      the adapter processes' logs
-`reports/latest` points at the newest run (a symlink, or a file holding the run id where links fail).
+`reports/latest` points at the newest run by start (a symlink, or a file holding the run id where links
+fail); a run that finishes after a newer one started leaves it alone (`point_latest`).
 
 Contract: `load_report(dir)` rebuilds the `RunReport` from `observations.jsonl` (+ `run.json` when
 present), judging every case again with `job.judge`; a trailing partial line (a run killed
-mid-write) is ignored, any other bad line raises `ObservationError` naming file and line.
+mid-write) is ignored, a line that is JSON but no valid observation is that engine's `error`
+observation saying why (where it names its engine and case), any other bad line raises
+`ObservationError` naming file and line.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import re
 import secrets
 import threading
 import time
@@ -26,8 +31,9 @@ from typing import Any, Iterable
 from conformance.errors import ConformanceError
 from conformance.check_table import judge_run
 from conformance.job.judge import roles_from_meta
-from conformance.observation import ObservationError, validate
+from conformance.observation import ObservationError, failed, validate
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
+from conformance.schemas.values import value_problems
 
 RUN_FILE = "run.json"
 OBSERVATIONS_FILE = "observations.jsonl"
@@ -66,17 +72,20 @@ def write_json_atomic(path: Path, doc: Any) -> None:
 
 
 class ObservationLog:
-    """Appends observations to `observations.jsonl`, one flushed line each (thread-safe)."""
+    """Appends observations to `observations.jsonl`, one line each written straight to the file (no
+    buffer: what `append` returned from is on disk; thread-safe). A write that fails (a full disk)
+    raises `OSError` and leaves at most one unterminated last line, which `read_observations` ignores."""
 
     def __init__(self, run_dir: Path):
         self.path = run_dir / OBSERVATIONS_FILE
         self._lock = threading.Lock()
-        self._fh = self.path.open("a", encoding="utf-8")
+        self._fh = self.path.open("ab", buffering=0)
 
     def append(self, obs: dict[str, Any]) -> None:
+        data = memoryview((json.dumps(obs, sort_keys=True) + "\n").encode("ascii"))
         with self._lock:
-            self._fh.write(json.dumps(obs, sort_keys=True) + "\n")
-            self._fh.flush()
+            while data:
+                data = data[self._fh.write(data):]
 
     def close(self) -> None:
         with self._lock:
@@ -94,12 +103,37 @@ def read_observations(run_dir: Path) -> list[dict[str, Any]]:
             continue
         try:
             obs = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == len(lines):   # the last line, unterminated: the run was killed while writing it
+        except (ValueError, RecursionError) as exc:   # JSONDecodeError, an int past Python's digit limit, nesting
+            if i == len(lines) and isinstance(exc, json.JSONDecodeError):   # unterminated: killed while writing it
                 break
-            raise ObservationError([f"{path}: line {i}: not JSON ({exc.msg})"]) from None
-        out.append(validate(obs, f"{path}: line {i}"))
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
+            raise ObservationError([f"{path}: line {i}: not JSON ({why})"]) from None
+        out.append(_accepted(obs, f"{path}: line {i}"))
     return out
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) and value and not value_problems(value) else None
+
+
+def _accepted(obs: Any, where: str) -> dict[str, Any]:
+    """A line's observation, validated. One that is no longer valid (the framework's rules grew
+    since it was written: a lone surrogate, an integer past 2^63) but still says whose and which
+    case it is becomes that engine's `error` observation naming what is wrong, so the run still
+    re-renders; a line that says neither raises `ObservationError` naming file and line."""
+    try:
+        return validate(obs, where)
+    except ObservationError as exc:
+        doc = obs if isinstance(obs, dict) else {}
+        engine = doc.get("engine") if isinstance(doc.get("engine"), dict) else {}
+        device = doc.get("device") if isinstance(doc.get("device"), dict) else {}
+        case_id, name = _text_or_none(doc.get("case_id")), _text_or_none(engine.get("name"))
+        if case_id is None or name is None:
+            raise
+        return failed(case_id, name, _text_or_none(engine.get("version")) or "unknown",
+                      doc.get("mode") if doc.get("mode") in ("plan", "run") else "plan",
+                      _text_or_none(device.get("profile")) or "unknown", "error",
+                      f"the observation recorded here is not valid:\n{exc}")
 
 
 def read_run_meta(run_dir: Path) -> dict[str, Any] | None:
@@ -158,15 +192,55 @@ def load_report(run_dir: Path) -> RunReport:
     )
 
 
+_RUN_ID = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")
+
+
+def start_order(run_id: str) -> tuple[str, int] | None:
+    """A run id's place in start order (`new_run_dir` names runs by their start), None for a name
+    not made by it."""
+    m = _RUN_ID.fullmatch(run_id)
+    return (m.group(1), int(m.group(2) or 1)) if m else None
+
+
+def _latest_name(latest: Path) -> str | None:
+    try:
+        if latest.is_symlink():
+            return os.readlink(latest)
+        if latest.is_file():
+            return latest.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        pass
+    return None
+
+
 def point_latest(reports_root: Path, run_dir: Path) -> Path:
-    """Make `reports_root/latest` name `run_dir`: a relative symlink, else a file with the run id.
+    """Make `reports_root/latest` name `run_dir`, unless it names a run that started later (runs
+    overlap: the one that finishes last is not the newest): a relative symlink, else a file with
+    the run id.
 
     The link is built under a name of its own (`.latest-<pid>-<random>`) and renamed over `latest`
     (atomic), so runs finishing at the same time never trip over each other's temp file; the temp
-    is removed if anything fails."""
+    is removed if anything fails. Reading which run `latest` names and replacing it happen under an
+    exclusive lock on `reports_root` itself (flock), so two runs finishing at once cannot leave the
+    older one there."""
     latest = reports_root / LATEST
     if latest.is_dir() and not latest.is_symlink():
         raise ConformanceError(f"{latest} is a directory; remove it so the latest run can be linked there")
+    lock = os.open(reports_root, os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        current = _latest_name(latest)
+        if current and current != run_dir.name and (reports_root / current).is_dir():
+            theirs, mine = start_order(current), start_order(run_dir.name)
+            if theirs and mine and theirs > mine:
+                return latest
+        _replace_latest(reports_root, latest, run_dir)
+    finally:
+        os.close(lock)
+    return latest
+
+
+def _replace_latest(reports_root: Path, latest: Path, run_dir: Path) -> None:
     tmp = reports_root / f".{LATEST}-{os.getpid()}-{secrets.token_hex(6)}"
     try:
         try:
@@ -181,7 +255,6 @@ def point_latest(reports_root: Path, run_dir: Path) -> Path:
         except OSError:
             pass
         raise
-    return latest
 
 
 def resolve_run_dir(path: Path) -> Path:

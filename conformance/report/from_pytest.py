@@ -1,7 +1,7 @@
 """The parity report of a pytest session (`pytest suites/ --parity-report DIR`).
 
-Contract: `write_pytest_report(session, out_dir, results)` writes `out_dir/index.html` and
-`out_dir/observations.jsonl`. Each result (one per suite test: nodeid, outcome, engine, case_id,
+Contract: `write_pytest_report(session, out_dir, results)` writes `out_dir/index.html` (the report
+of last resort, `report.fallback`, where rendering raises) and `out_dir/observations.jsonl`. Each result (one per suite test: nodeid, outcome, engine, case_id,
 observation, message) becomes one verdict named `<suite>.<test>`, with pytest's outcome
 (passed -> pass, failed -> fail, skipped -> skip); the matrix folds them with `model.cell_outcome`.
 Results without an engine and a case (tests outside the suites) are not part of the report.
@@ -16,6 +16,8 @@ from typing import Any, Iterable
 
 from conformance.errors import ConformanceError
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
+from conformance.report.atomic import write_atomic
+from conformance.report.fallback import fallback_html
 from conformance.report.render import write_html
 from conformance.verdicts import FAIL, PASS, SKIP, Verdict
 
@@ -77,7 +79,12 @@ def write_pytest_report(session, out_dir: Path, results: list[dict[str, Any]]) -
     with (out_dir / "observations.jsonl").open("w") as fh:
         for obs in report.observations.values():
             fh.write(json.dumps(obs, sort_keys=True) + "\n")
-    index = write_html(report, out_dir / "index.html")
+    try:
+        index = write_html(report, out_dir / "index.html")
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 -- the report of last resort, as `conformance run` writes
+        index = write_atomic(out_dir / "index.html", fallback_html(report, exc))
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"parity report: {index}")

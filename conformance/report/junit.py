@@ -11,24 +11,27 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from conformance.report.atomic import write_atomic
 from conformance.report.model import RunReport, cell_outcome
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def _text(s: object) -> str:
-    return _NOT_XML.sub("", str(s if s is not None else ""))
+    """XML text: characters XML cannot hold dropped, a lone surrogate written as its escape."""
+    text = str(s if s is not None else "").encode("utf-8", "backslashreplace").decode("utf-8")
+    return _NOT_XML.sub("", text)
 
 
 def junit_tree(report: RunReport) -> ET.ElementTree:
-    root = ET.Element("testsuites", name="dflash-conformance", id=report.run_id)
+    root = ET.Element("testsuites", name="dflash-conformance", id=_text(report.run_id))
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for engine in report.matrix_engines:
-        suite = ET.SubElement(root, "testsuite", name=f"conformance.{engine.name}")
+        suite = ET.SubElement(root, "testsuite", name=_text(f"conformance.{engine.name}"))
         counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
         for case in report.cases:
-            tc = ET.SubElement(suite, "testcase", classname=f"conformance.{engine.name}",
-                               name=f"observation[{case.id}]", time="0")
+            tc = ET.SubElement(suite, "testcase", classname=_text(f"conformance.{engine.name}"),
+                               name=_text(f"observation[{case.id}]"), time="0")
             counts["tests"] += 1
             obs = report.observation(case.id, engine.name)
             outcome = cell_outcome(report, case.id, engine.name)
@@ -41,8 +44,8 @@ def junit_tree(report: RunReport) -> ET.ElementTree:
                 counts["errors"] += 1
             for v in report.verdicts_of(case.id, engine.name):
                 suite_name = v.check.split(".", 1)[0]
-                tc = ET.SubElement(suite, "testcase", classname=f"conformance.{engine.name}.{suite_name}",
-                                   name=f"{v.check}[{case.id}]", time="0")
+                tc = ET.SubElement(suite, "testcase", classname=_text(f"conformance.{engine.name}.{suite_name}"),
+                                   name=_text(f"{v.check}[{case.id}]"), time="0")
                 counts["tests"] += 1
                 if v.outcome == "fail":
                     ET.SubElement(tc, "failure", message=_text(v.message), type="parity").text = \
@@ -61,7 +64,5 @@ def junit_tree(report: RunReport) -> ET.ElementTree:
 
 
 def write_junit(report: RunReport, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    junit_tree(report).write(path, encoding="utf-8", xml_declaration=True)
-    return path
+    """Written atomically (`report.atomic`): a CI job never reads half a file."""
+    return write_atomic(Path(path), ET.tostring(junit_tree(report).getroot(), encoding="utf-8", xml_declaration=True))

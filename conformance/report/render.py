@@ -3,24 +3,21 @@
 Contract: `render_html(report)` returns the page; `write_html(report, path)` writes it atomically.
 Every value reaches the page through Jinja2 with autoescape on, or through `charts` (which escapes
 its text itself): an engine's message is shown as text, never interpreted; bidi controls and NUL
-bytes are made visible first (`report.text.neutralise`). The file is written through a temp file in
-the same directory (removed on any failure, Ctrl-C included) and replaced atomically, mode 0644
-less the umask, like the run's other files.
+bytes are made visible first (`report.text.neutralise`). The file is written atomically
+(`report.atomic`).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
-from conformance.report import charts
-from conformance.report import latency
+from conformance.report import charts, latency
+from conformance.report.atomic import write_atomic
 from conformance.report.live_tables import live_section
 from conformance.report.text import neutralise
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
@@ -177,32 +174,4 @@ def render_html(report: RunReport) -> str:
 
 
 def write_html(report: RunReport, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    page = render_html(report)
-    fd, tmp = tempfile.mkstemp(prefix=".index-", suffix=".html", dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(page)
-        os.chmod(tmp, 0o644 & ~_umask())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
-
-
-def _umask() -> int:
-    """The process's umask, read without changing it where Linux says it (os.umask sets it too)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+    return write_atomic(Path(path), render_html(report).encode("utf-8", "backslashreplace"))

@@ -1,19 +1,25 @@
 """JSON schemas of the framework's documents: cases, observations, engine files, live manifests and
 model shapes (a model directory's config.json).
 
-In the documents a user writes (`USER_DOCUMENTS`), `"type": "integer"` means an integer: jsonschema
-(draft 6 on) also takes a float with an integral value (`2048.0`), which engines then read as a
-float, plan differently or crash on. Observations keep the standard rule (adapters' JSON).
+In every document, `"type": "integer"` means an integer: jsonschema (draft 6 on) also takes a float
+with an integral value (`2048.0`), which engines then read as a float, plan differently or crash
+on, and which crashed the framework's own checks and report when an engine wrote one in an
+observation (a trace step of `301.0`).
+
+Before the schema, every document is walked for values no engine can mean (`schemas.values`: lone
+surrogates, integers past 2^63, NaN and infinities, nesting past a limit); such a value is a
+problem naming its JSON path, and a document nested too deep is not given to jsonschema at all.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from functools import lru_cache
 from pathlib import Path
 
 import jsonschema
+
+from conformance.schemas.values import value_problems
 
 SCHEMAS_DIR = Path(__file__).resolve().parent
 
@@ -24,9 +30,6 @@ def load_schema(name: str) -> dict:
     return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
 
 
-USER_DOCUMENTS = frozenset({"case", "engine", "manifest", "shape"})
-
-
 def _is_strict_integer(_checker, instance) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
@@ -34,10 +37,8 @@ def _is_strict_integer(_checker, instance) -> bool:
 def validator(name: str) -> jsonschema.protocols.Validator:
     schema = load_schema(name)
     cls = jsonschema.validators.validator_for(schema)
-    if name in USER_DOCUMENTS:
-        checker = cls.TYPE_CHECKER.redefine("integer", _is_strict_integer)
-        cls = jsonschema.validators.extend(cls, type_checker=checker)
-    return cls(schema)
+    checker = cls.TYPE_CHECKER.redefine("integer", _is_strict_integer)
+    return jsonschema.validators.extend(cls, type_checker=checker)(schema)
 
 
 def json_path(error: jsonschema.ValidationError) -> str:
@@ -52,23 +53,15 @@ def json_path(error: jsonschema.ValidationError) -> str:
 
 
 def error_lines(name: str, document: object, source: str) -> list[str]:
-    """Every schema violation of `document` as `source: json.path: message`, sorted by path.
-
-    NaN and infinities are refused wherever they appear: JSON has no such numbers, and jsonschema
-    lets NaN through every `minimum`/`maximum` (each comparison with NaN is false)."""
+    """Every problem of `document` as `source: json.path: message`: first the values no engine can
+    mean (`schemas.values`; NaN and infinities among them: JSON has no such numbers, and jsonschema
+    lets NaN through every `minimum`/`maximum`), then every schema violation, sorted by path. Where
+    the first are found the schema is not checked: its messages would repeat those values whole."""
+    lines = [f"{source}: {p}: {m}" for p, m in value_problems(document)]
+    if lines:
+        return lines
     errors = sorted(validator(name).iter_errors(document), key=lambda e: (list(map(str, e.absolute_path)), e.message))
-    lines = [f"{source}: {json_path(e)}: {_message(e)}" for e in errors]
-    return lines + [f"{source}: {p}: {v} is not a finite number" for p, v in _non_finite(document, "")]
-
-
-def _non_finite(node: object, path: str) -> list[tuple[str, float]]:
-    if isinstance(node, float):
-        return [] if math.isfinite(node) else [(path or "(root)", node)]
-    if isinstance(node, dict):
-        return [hit for k, v in node.items() for hit in _non_finite(v, _child_path(path, k))]
-    if isinstance(node, list):
-        return [hit for i, v in enumerate(node) for hit in _non_finite(v, f"{path}[{i}]")]
-    return []
+    return [f"{source}: {json_path(e)}: {_message(e)}" for e in errors]
 
 
 def _message(error: jsonschema.ValidationError) -> str:
@@ -83,8 +76,3 @@ def _message(error: jsonschema.ValidationError) -> str:
     return error.message
 
 
-def _child_path(path: str, key: object) -> str:
-    """`a.b` for identifier keys, `a["odd key"]` for any other (JSON-quoted)."""
-    if isinstance(key, str) and key.isidentifier():
-        return f"{path}.{key}" if path else key
-    return f"{path or '(root)'}[{json.dumps(key) if isinstance(key, str) else repr(key)}]"

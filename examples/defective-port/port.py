@@ -201,6 +201,22 @@ def _two_pools_unified_seats(obs: dict[str, Any], case: dict[str, Any]) -> dict[
     return obs
 
 
+def _unreported(section: str, names: tuple[str, ...] | None = None):
+    """The port prints no figure for these fields (its log has no line for them): null in the observation."""
+    def change(obs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
+        if obs["status"] != "ok":
+            return obs
+        *parents, leaf = section.split(".")
+        node = obs
+        for p in parents:
+            node = node[p]
+        target = node[leaf]
+        for name in names or tuple(target):
+            target[name] = None
+        return obs
+    return change
+
+
 # name -> (what a port developer would call it, change before planning, change to the plan)
 DEFECTS: dict[str, tuple[str, Callable[[], None] | None, Callable[..., dict[str, Any]] | None]] = {
     "draft-kv-outside-bound": ("one draft KV store per batch row beside the pool, listed as outside the bound",
@@ -229,6 +245,9 @@ DEFECTS: dict[str, tuple[str, Callable[[], None] | None, Callable[..., dict[str,
                              _unpadded_state_pages, None),
     "overrun-after-chunked-prefill": ("the step after a chunked prefill forgets the chunk's lookahead reservation",
                                       _overrun_after_chunked_prefill, None),
+    "unreported-ledger": ("the pool's attention, state and draft bytes are not reported (null in the ledger)", None,
+                          _unreported("memory.ledger_bytes", ("attention_kv", "recurrent_state", "draft_kv"))),
+    "unreported-budget": ("no budget figure is reported (every budget field null)", None, _unreported("budget")),
 }
 
 
