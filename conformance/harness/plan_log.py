@@ -3,9 +3,10 @@
 Contract: `build_observation(plan, text, case, engine, version)` returns a plan-mode observation
 (not yet validated) whose fields are exactly what the engine file's regexes found in `text`:
 every `fields` entry sets its dotted path (`budget.max_num_scheduled_tokens`,
-`memory.ledger_bytes.draft_kv`, `message`) from the first match's first group; every `lists`
-entry appends its value where its regex matches a line; every line matching `trace_step` is one
-trace step. A figure the engine did not print stays null, so a check that needs it says so
+`memory.ledger_bytes.draft_kv`, `message`) from the first match's first group; `message` (the
+engine file's `plan.log.message` regex) sets the observation's message from its first match's first
+group; every `lists` entry appends its value where its regex matches a line; every line matching
+`trace_step` is one trace step. A figure the engine did not print stays null, so a check that needs it says so
 instead of guessing. `fatal_message(plan, text)` is the first `fatal` match, or None.
 """
 
@@ -97,6 +98,12 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
             _set(obs, dotted, convert(m.group(1), rule))
         except ValueError as exc:
             raise ValueError(f"plan.log.fields.{dotted}: the engine printed {m.group(0)!r}: {exc}") from None
+    if plan.message:
+        m = re.search(plan.message, text, re.MULTILINE)
+        if m:
+            obs["message"] = m.group(1).strip()
+        else:
+            unparsed.append("message")
     lines = text.splitlines()
     for dotted, value, regex in plan.lists:
         if any(re.search(regex, line) for line in lines):
