@@ -82,16 +82,27 @@ def _by(mine: Any, theirs: Any, unit: str) -> str:
     return ""
 
 
-def _intended(case_spec: dict[str, Any], oracle: str, field_name: str) -> dict[str, Any] | None:
-    """The case's `intended_differences` entry for (oracle, field), if it declares one."""
+EVERY_ENGINE = "*"
+
+
+def _intended(case_spec: dict[str, Any], oracle: str, field_name: str, engine: str) -> dict[str, Any] | None:
+    """The case's `intended_differences` entry for (oracle, field) that documents `engine` (named in
+    the entry's `engines`, or `*` there: every engine under test), if it declares one. An entry of
+    another engine never binds this one: it is judged by the check's own rule."""
     for d in case_spec.get("intended_differences", []):
-        if d["engine"] == oracle and d["field"] in (field_name, f"budget.{field_name}"):
+        if (d["oracle"] == oracle and d["field"] in (field_name, f"budget.{field_name}")
+                and (engine in d["engines"] or EVERY_ENGINE in d["engines"])):
             return d
     return None
 
 
-def documents_status_difference(case_spec: dict[str, Any], oracle: str) -> bool:
-    return _intended(case_spec, oracle, "status") is not None
+def _whom(entry: dict[str, Any], engine: str) -> str:
+    """How a documented difference names the engine it binds: `every engine under test (X)` or `X`."""
+    return f"every engine under test ({engine})" if EVERY_ENGINE in entry["engines"] else engine
+
+
+def documents_status_difference(case_spec: dict[str, Any], oracle: str, engine: str) -> bool:
+    return _intended(case_spec, oracle, "status", engine) is not None
 
 
 # --- every suite: an observation against its own golden -------------------------------------------
@@ -134,15 +145,17 @@ def golden_verdict(suite: str, obs: dict[str, Any], golden: dict[str, Any] | Non
 def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
                             source: str) -> Verdict:
     """Same status as vLLM, and every budget field equal, unless the case declares the difference
-    (`intended_differences`): then the engine's value must be the entry's `expected`, and for a
-    status difference vLLM's status must still differ (a stale entry fails)."""
+    (`intended_differences`, oracle vllm) for this engine (named in the entry's `engines`, or `*`):
+    then the engine's value must be the entry's `expected`, and for a status difference vLLM's
+    status must still differ (a stale entry fails). An entry of another engine does not apply."""
     check = "budget.parity_with_vllm"
     me = obs["engine"]["name"]
-    documented = _intended(case_spec, "vllm", "status")
+    documented = _intended(case_spec, "vllm", "status", me)
     if documented:
         if obs["status"] != documented["expected"]:
-            return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} "
-                      f"({documented['reason']}), but {me} says {obs['status']}: {obs.get('message')} [{source}]")
+            return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} for "
+                      f"{_whom(documented, me)} ({documented['reason']}), but {me} says {obs['status']}: "
+                      f"{obs.get('message')} [{source}]")
         if vllm["status"] == obs["status"]:
             return _v(check, obs, FAIL, f"the case documents a status difference from vLLM that no longer exists: "
                       f"both say {obs['status']} [{source}]")
@@ -156,13 +169,13 @@ def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec
     mine_b, theirs_b = obs.get("budget") or {}, vllm.get("budget") or {}
     problems: list[str] = []
     for d in json_diff({f: theirs_b.get(f) for f in BUDGET_FIELDS}, {f: mine_b.get(f) for f in BUDGET_FIELDS}):
-        entry = _intended(case_spec, "vllm", d.path)
+        entry = _intended(case_spec, "vllm", d.path, me)
         unit = "seqs" if "seqs" in d.path else ("slots" if "slots" in d.path else "tokens")
         if entry is None:
             problems.append(f"budget.{d.path}: vLLM {d.expected!r}, {me} {d.actual!r}{_by(d.actual, d.expected, unit)}")
         elif d.actual != entry["expected"]:
-            problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} ({entry['reason']}), "
-                            f"{me} has {d.actual!r}")
+            problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} for {_whom(entry, me)} "
+                            f"({entry['reason']}), {me} has {d.actual!r}")
     if problems:
         return _v(check, obs, FAIL, f"{len(problems)} budget field(s) differ from {_name(vllm)} on {obs['case_id']}: "
                   f"{problems[0]} [{source}]", problems)
@@ -185,17 +198,19 @@ def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], ca
     """The comparable quantity with SGLang is concurrency as memory admits it: the engine's
     `memory_admitted_seqs` is never below SGLang's `max_active_seqs` (max_running_requests after
     SGLang's memory caps, e.g. its mamba state cache), unless the case documents the difference
-    (`intended_differences`, engine sglang, field max_active_seqs): then the engine's figure must be
-    the entry's `expected` and SGLang's must still be higher."""
+    (`intended_differences`, oracle sglang, field max_active_seqs, `engines` naming this engine or
+    `*`): then the engine's figure must be the entry's `expected` and SGLang's must still be higher.
+    An entry of another engine does not apply: this engine is judged by the rule."""
     check = "budget.active_seqs_not_below_sglang"
     me = obs["engine"]["name"]
     if sglang["status"] != "ok" or obs["status"] != "ok":
         return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {me} {obs['status']}: nothing comparable [{source}]")
     mine, theirs = memory_admitted_seqs(obs), (sglang.get("budget") or {}).get("max_active_seqs")
-    documented = _intended(case_spec, "sglang", "max_active_seqs")
+    documented = _intended(case_spec, "sglang", "max_active_seqs", me)
     if documented:
         if mine != documented["expected"] or theirs is None or theirs <= mine:
-            return _v(check, obs, FAIL, f"the case documents {me} admitting {documented['expected']} below SGLang "
+            return _v(check, obs, FAIL, f"the case documents {_whom(documented, me)} admitting "
+                      f"{documented['expected']} below SGLang "
                       f"({documented['reason']}); now it admits {mine} and SGLang runs {theirs} [{source}]")
         return _v(check, obs, PASS, f"documented difference: memory admits {mine}, SGLang runs {theirs} "
                   f"({documented['reason']}) [{source}]")
@@ -284,7 +299,7 @@ def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spe
     recurrent state and draft KV bytes and state slots equal vLLM's, exactly."""
     check = "memory.per_sequence_equals_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok":
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM plans: {obs.get('message')} [{source}]")
@@ -318,24 +333,24 @@ def _seats_close(a: float | None, b: float | None) -> bool:
 def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
     """`memory.max_concurrency` equals vLLM's for the same bytes within SEATS_REL_TOLERANCE: fewer
     seats is the two-pool bug; more seats means something a sequence needs was not counted. A case
-    may document a seat difference (`intended_differences`, engine vllm, field
-    memory.max_concurrency): then the engine's seats must be the entry's `expected` and vLLM's must
+    may document a seat difference (`intended_differences`, oracle vllm, field
+    memory.max_concurrency, `engines` naming the engine or `*`): then the engine's seats must be the entry's `expected` and vLLM's must
     still differ from them (a stale entry fails), both within the same tolerance. On a
     gpu_memory_utilization case each engine sizes its own pool: the engine's seats are compared with
     vLLM's seats per pool byte times the engine's pool bytes."""
     check = "memory.seats_equal_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok":
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
                   f"{obs.get('message')} [{source}]")
     mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
-    documented = next((d for d in case_spec.get("intended_differences", [])
-                       if d["engine"] == "vllm" and d["field"] == "memory.max_concurrency"), None)
+    documented = _intended(case_spec, "vllm", "memory.max_concurrency", me)
     if documented:
         if not _seats_close(mine, float(documented["expected"])):
-            return _v(check, obs, FAIL, f"the case documents {me} seating {documented['expected']} where vLLM seats "
+            return _v(check, obs, FAIL, f"the case documents {_whom(documented, me)} seating {documented['expected']} "
+                      f"where vLLM seats "
                       f"{theirs} ({documented['reason']}), but {me} seats {mine} [{source}]")
         if _seats_close(mine, theirs):
             return _v(check, obs, FAIL, f"the case documents a seat difference from vLLM that no longer exists: both "
@@ -485,13 +500,14 @@ TRACE_DIFFERENCES = ("equal_until_first_preemption",)
 
 def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
     """Step for step equal to vLLM on the four counted fields. A case may document a trace
-    difference (`intended_differences` field `trace`) with `expected` one of TRACE_DIFFERENCES:
+    difference for this engine (`intended_differences` field `trace`, `engines` naming it or `*`)
+    with `expected` one of TRACE_DIFFERENCES:
     `equal_until_first_preemption` checks equality through vLLM's first preempting step, and that
     the traces do differ after it (a stale entry fails). On a gpu_memory_utilization case whose
     pools differ in bytes (each engine's own reserves) the check is skipped, naming both pools."""
     check = "trace.equals_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} (status compared by "
                   f"budget.parity_with_vllm) [{source}]")
     if obs["status"] != "ok" or not obs.get("trace"):
@@ -507,8 +523,7 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
     if first is None and len(mine) != len(theirs):
         first = min(len(mine), len(theirs))
-    documented = next((d for d in case_spec.get("intended_differences", [])
-                       if d["engine"] == "vllm" and d["field"] == "trace"), None)
+    documented = _intended(case_spec, "vllm", "trace", me)
 
     def at(i: int) -> tuple[str, ...]:
         a = mine[i] if i < len(mine) else None

@@ -40,11 +40,11 @@ def test_budget_parity():
     assert v.failed and any("max_num_scheduled_tokens" in d for d in v.details)
     assert budget_parity_with_vllm(obs(), refused("vllm"), SPEC, "s").failed
     assert budget_parity_with_vllm(refused("reference"), refused("vllm"), SPEC, "s").outcome == "pass"
-    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "max_num_scheduled_tokens",
+    spec = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "max_num_scheduled_tokens",
                                              "expected": 90, "reason": "x"}])
     assert budget_parity_with_vllm(obs(max_scheduled=90), obs("vllm"), spec, "s").outcome == "pass"
     assert budget_parity_with_vllm(obs(max_scheduled=91), obs("vllm"), spec, "s").failed  # not the documented value
-    status = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "status", "expected": "refused",
+    status = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "status", "expected": "refused",
                                                "reason": "k past the drafter's block"}])
     assert budget_parity_with_vllm(refused("reference"), obs("vllm"), status, "s").outcome == "pass"
     assert budget_parity_with_vllm(obs(), obs("vllm"), status, "s").failed                  # not what it documents
@@ -56,7 +56,7 @@ def test_active_seqs_and_seats():
     assert active_seqs_not_below_sglang(obs(seats=8.5, active=2), obs("sglang", active=8), SPEC, "s").outcome == "pass"
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), SPEC, "s").failed
     assert active_seqs_not_below_sglang(obs(), refused("sglang"), SPEC, "s").outcome == "skip"
-    doc = dict(SPEC, intended_differences=[{"engine": "sglang", "field": "max_active_seqs", "expected": 6,
+    doc = dict(SPEC, intended_differences=[{"oracle": "sglang", "engines": ["reference"], "field": "max_active_seqs", "expected": 6,
                                             "reason": "SGLang caps by state slots"}])
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), doc, "s").outcome == "pass"
     assert active_seqs_not_below_sglang(obs(seats=5.9), obs("sglang", active=7), doc, "s").failed  # not the value
@@ -66,7 +66,7 @@ def test_active_seqs_and_seats():
     assert v.failed and "fewer" in v.message and "-0.5 seats" in v.message
     v = seats_equal_vllm(obs(seats=5.0), obs("vllm", seats=4.0), SPEC, "s")   # more seats: something not counted
     assert v.failed and "not counted" in v.message
-    seats = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "memory.max_concurrency", "expected": 3.5,
+    seats = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "memory.max_concurrency", "expected": 3.5,
                                               "reason": "vLLM packs its pages otherwise on this device"}])
     assert seats_equal_vllm(obs(seats=3.5), obs("vllm", seats=4.0), seats, "s").outcome == "pass"
     assert seats_equal_vllm(obs(seats=3.0), obs("vllm", seats=4.0), seats, "s").failed   # not the documented value
@@ -177,7 +177,7 @@ def test_trace_documented_difference_after_preemption():
         return o
 
     vllm = traced("vllm", [(100, 0), (50, 1), (10, 0)])
-    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "trace",
+    spec = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "trace",
                                              "expected": "equal_until_first_preemption", "reason": "no prefix cache"}])
     assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (60, 0)]), vllm, spec, "s").outcome == "pass"
     assert trace_equals_vllm(traced("reference", [(100, 0), (40, 1), (10, 0)]), vllm, spec, "s").failed  # too early
