@@ -17,7 +17,7 @@ verdict's source; with neither, a check that needs it fails with the reason.
     memory.ledger_holds_seats            under-test   -        every                 memory.per_sequence, max_concurrency, ledger_bytes
     memory.per_sequence_equals_vllm      under-test   vllm     every                 memory.per_sequence
     memory.seats_equal_vllm              under-test   vllm     every                 memory.max_concurrency
-    memory.unified_pool_seats            under-test   vllm     seed-unified-pool-c32-k8  memory.pool.unified, max_concurrency
+    memory.unified_pool_seats            under-test   vllm     seed-unified-pool-c32-k8  memory.outside_bound, ledger_bytes, bound_bytes, per_sequence, max_concurrency
     memory.explains_short_seats          under-test   -        every                 message, memory.max_concurrency
     memory.draft_kv_scaling              both roles   -        seed-draft-kv-c8 (+c32)   memory.per_sequence, outside_bound
     trace.steps_within_budget            under-test   vllm     every                 trace.steps, budget
@@ -85,10 +85,10 @@ CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("memory.seats_equal_vllm", "memory", (UNDER_TEST,),
               lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
     CheckSpec("memory.unified_pool_seats", "memory", (UNDER_TEST,),
-              lambda i: v.unified_pool_seats(i.obs, i.other, 32, i.source), against="vllm",
+              lambda i: v.unified_pool_seats(i.obs, i.other, i.case_spec, 32, i.source), against="vllm",
               case_globs=("seed-unified-pool-c32-k8",)),
     CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs)),
-    CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner),
+    CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner, i.case_spec),
               case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32"),
     _golden_check("trace"),
     CheckSpec("trace.steps_within_budget", "trace", (UNDER_TEST,),

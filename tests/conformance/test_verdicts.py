@@ -142,14 +142,17 @@ def test_check_table_is_keyed_by_role_not_name():
 def test_unified_pool_seats():
     from conformance.verdicts import unified_pool_seats
 
-    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=36.0), 32, "s").outcome == "pass"
-    assert unified_pool_seats(obs(seats=20.0, active=32), obs("vllm", seats=36.0), 32, "s").failed
-    assert unified_pool_seats(obs(seats=36.0, active=28), obs("vllm", seats=36.0), 32, "s").failed
-    split = obs(seats=36.0, active=32)
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=36.0), SPEC, 32, "s").outcome == "pass"
+    assert unified_pool_seats(obs(seats=20.0, active=32), obs("vllm", seats=36.0), SPEC, 32, "s").failed
+    assert unified_pool_seats(obs(seats=36.0, active=28), obs("vllm", seats=36.0), SPEC, 32, "s").failed
+    split = obs(seats=36.0, active=32)      # two pools carved from one bound (SGLang's shape): the outcome counts
     split["memory"]["pool"]["unified"] = False
-    assert unified_pool_seats(split, obs("vllm", seats=36.0), 32, "s").failed
+    assert unified_pool_seats(split, obs("vllm", seats=36.0), SPEC, 32, "s").outcome == "pass"
+    beside = obs(seats=36.0, active=32, outside=("recurrent_state",))   # the second pool outside the bound
+    beside["memory"]["pool"]["unified"] = False
+    assert unified_pool_seats(beside, obs("vllm", seats=36.0), SPEC, 32, "s").failed
     # the case itself is wrong when vLLM has no room for 32
-    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=20.0), 32, "s").failed
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=20.0), SPEC, 32, "s").failed
 
 
 def test_draft_kv_scaling():
@@ -161,12 +164,12 @@ def test_draft_kv_scaling():
         o["memory"]["per_sequence"].update(attention_kv_bytes=10, recurrent_state_bytes=5, draft_kv_bytes=per_draft)
         return o
 
-    v = draft_kv_scaling(sized(8), sized(32))
+    v = draft_kv_scaling(sized(8), sized(32), SPEC)
     assert v.outcome == "pass" and "draft KV 80 B" in v.message and "draft KV 320 B" in v.message
-    assert draft_kv_scaling(sized(8), sized(32, bound=500)).failed          # 32 x 25 B over the bound
-    assert draft_kv_scaling(sized(8), sized(32, per_draft=11)).failed       # per-sequence cost differs
-    assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",))).failed
-    assert draft_kv_scaling(sized(8), sized(8)).failed                       # nothing grows
+    assert draft_kv_scaling(sized(8), sized(32, bound=500), SPEC).failed          # 32 x 25 B over the bound
+    assert draft_kv_scaling(sized(8), sized(32, per_draft=11), SPEC).failed       # per-sequence cost differs
+    assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",)), SPEC).failed
+    assert draft_kv_scaling(sized(8), sized(8), SPEC).failed                       # nothing grows
 
 
 def test_trace_documented_difference_after_preemption():
