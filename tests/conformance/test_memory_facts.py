@@ -7,12 +7,10 @@ from __future__ import annotations
 import copy
 
 from conformance.cases import find_case
-from conformance.check_table import oracle_document
+from conformance.check_table import CHECKS, evaluate, oracle_document
 from conformance.goldens import find_golden
 from conformance.harness.engine_file import load_engine_file
-from conformance.memory_facts import draft_kv_location, pool_differences
-from conformance.verdicts import (draft_kv_scaling, inside_the_bound, ledger_holds_seats, per_sequence_equals_vllm,
-                                  seats_equal_vllm, unified_pool_seats)
+from conformance.verdicts import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
 from conformance import paths
 
 
@@ -20,6 +18,12 @@ def oracle(name: str, case_id: str) -> dict:
     doc, why = oracle_document(name, case_id, find_golden, lambda e, c: None)
     assert doc is not None, why
     return doc
+
+
+def judged(check: str, obs: dict, case_id: str, partner: dict | None = None):
+    """One check of the check table, as `conformance run` and the suites evaluate it (vLLM's goldens)."""
+    spec = next(c for c in CHECKS if c.name == check)
+    return evaluate(spec, obs, find_case(case_id).spec, find_golden, lambda e, c: None, partner)
 
 
 def as_port(doc: dict, name: str = "my-port") -> dict:
@@ -66,19 +70,20 @@ def test_a_store_left_out_of_the_ledger_fails_as_an_accounting_difference():
     port["memory"]["max_concurrency"] = vllm["memory"]["max_concurrency"] * 1.1
     v = seats_equal_vllm(port, vllm, spec, "s")
     assert v.failed and "accounting difference" in v.message and "draft_kv" in v.message, v
+    from conformance.memory_facts import pool_differences
+
     assert pool_differences(port, vllm).kind == "accounting"
 
 
 def test_sglangs_two_pools_carved_from_one_bound_seat_32_but_a_pool_beside_the_bound_fails():
-    vllm, sglang = oracle("vllm", "seed-unified-pool-c32-k8"), oracle("sglang", "seed-unified-pool-c32-k8")
-    spec = find_case("seed-unified-pool-c32-k8").spec
+    sglang = oracle("sglang", "seed-unified-pool-c32-k8")
     port = as_port(sglang, "sglang-like-port")
     assert port["memory"]["pool"]["unified"] is False
-    v = unified_pool_seats(port, vllm, spec, 32, "s")
+    v = judged("memory.unified_pool_seats", port, "seed-unified-pool-c32-k8")
     assert v.outcome == "pass", v
     beside = copy.deepcopy(port)
     beside["memory"]["outside_bound"] = sorted(set(beside["memory"]["outside_bound"]) | {"recurrent_state"})
-    v = unified_pool_seats(beside, vllm, spec, 32, "s")
+    v = judged("memory.unified_pool_seats", beside, "seed-unified-pool-c32-k8")
     assert v.failed and "recurrent_state" in v.message and "beside the bound" in v.message, v
 
 
@@ -101,13 +106,14 @@ def test_a_dflash_plan_that_does_not_say_where_its_draft_kv_lives_passes_no_boun
     small, large = find_case("seed-draft-kv-c8"), find_case("seed-draft-kv-c32")
     o8, o32 = (plan_one(engine, c, tmp_path, i) for i, c in enumerate((small, large)))
     assert o8["status"] == o32["status"] == "ok" and o8["memory"]["outside_bound"] == []
-    assert draft_kv_location(o8, small.spec)[0] == "unknown"
-    for v in (inside_the_bound(o8, small.spec), ledger_holds_seats(o8, small.spec),
-              draft_kv_scaling(o8, o32, small.spec)):
+    for check in ("memory.inside_bound", "memory.ledger_holds_seats", "memory.draft_kv_scaling"):
+        v = judged(check, o8, small.id, partner=o32)
         assert v.failed and "draft KV" in v.message, v
 
 
 def test_a_plan_that_itemizes_its_pool_with_the_draft_kv_places_it():
+    from conformance.memory_facts import draft_kv_location
+
     vllm = oracle("vllm", "seed-draft-kv-c8")
     spec = find_case("seed-draft-kv-c8").spec
     assert draft_kv_location(vllm, spec)[0] == "pool"
