@@ -38,7 +38,22 @@ def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) 
     values.update({"case_file": str(case_file), "case_id": case_json["id"], "device_profile": case_json["device"],
                    "engine_dir": str(engine.engine_dir), "engine_name": engine.name,
                    "defects": ",".join(engine.defects) or "none"})
+    values.update(workload_values(case_json))
     return values
+
+
+def workload_values(case_json: dict[str, Any]) -> dict[str, Any]:
+    """The workload placeholders (engine_file.PLAN_PLACEHOLDERS): what a port that prints a trace
+    needs without parsing the case JSON."""
+    from conformance.devices import get_profile
+
+    work, acc, sched = case_json["workload"], case_json.get("acceptance") or {}, case_json["scheduler"]
+    async_on = sched.get("async_scheduling", get_profile(case_json["device"]).async_scheduling)
+    return {"num_requests": work["num_requests"], "prompt_tokens": work["prompt_tokens"],
+            "output_tokens": work["output_tokens"],
+            "accepted_tokens": acc.get("accepted_tokens") if acc.get("mode") == "fixed" else None,
+            "async_scheduling": "true" if async_on else "false",
+            "chunked_prefill": "true" if sched.get("chunked_prefill", True) else "false"}
 
 
 def _refused(engine: EngineFile, case: Case, message: str) -> dict[str, Any]:

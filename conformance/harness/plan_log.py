@@ -16,7 +16,7 @@ import re
 from typing import Any
 
 from conformance import observation
-from conformance.harness.engine_file import TRACE_GROUPS, FieldRule, LogPlan
+from conformance.harness.engine_file import BYTE_UNITS, TOKEN_UNITS, TRACE_GROUPS, FieldRule, LogPlan
 
 BUDGET_KEYS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
                "lookahead_tokens", "max_num_seqs", "max_active_seqs")
@@ -30,10 +30,28 @@ def _skeleton_memory() -> dict[str, Any]:
             "pool": {"num_blocks": None, "block_size_tokens": None, "page_size_bytes": None, "unified": None}}
 
 
+_QUANTITY = re.compile(r"^(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*([A-Za-z]*)$")
+
+
+def quantity(text: str, unit: str) -> int:
+    """`160.312 MiB`, `1,344,798,720 B`, `2 GiB`, `1.5 GB` as bytes (`unit: bytes`; a bare number is
+    bytes), `8,192 tokens` or `8,192` as tokens (`unit: tokens`); rounded to an integer, so a figure
+    printed to 3 decimals of a MiB is as exact as what was printed."""
+    units = BYTE_UNITS if unit == "bytes" else TOKEN_UNITS
+    m = _QUANTITY.match(text.strip())
+    if not m or (m.group(3) or ("B" if unit == "bytes" else "")) not in units:
+        raise ValueError(f"{text!r} is not a quantity in {unit} (a number with optional thousands separators and "
+                         f"one of {', '.join(u or '(none)' for u in units)})")
+    number = float(m.group(1).replace(",", "") + (m.group(2) or ""))
+    return int(round(number * units[m.group(3) or ("B" if unit == "bytes" else "")]))
+
+
 def convert(text: str, rule: FieldRule) -> Any:
     """A captured group as the rule's type: mapped first, then a number (thousands separators dropped,
     scaled and rounded to an integer for `int`), a bool, or the text."""
     text = text.strip()
+    if rule.unit is not None:
+        return quantity(text, rule.unit)
     if rule.map is not None:
         if text not in rule.map:
             raise ValueError(f"{text!r} is not one of {sorted(rule.map)}")

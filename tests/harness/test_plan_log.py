@@ -32,3 +32,27 @@ def test_a_message_rule_that_matches_nothing_is_named_as_not_printed():
     obs = build_observation(plan, "nothing here\n", CASE, "p", "1")
     assert obs["message"] is None
     assert "message" in obs["provenance"]["glue"][0]["description"]
+
+
+def test_unit_aware_captures_read_human_units_and_thousands_separators_into_bytes_and_tokens():
+    plan = log_plan(fields={"memory.bound_bytes": {"regex": r"bound: ([\d.,]+ \w+)", "unit": "bytes"},
+                            "memory.per_sequence.draft_kv_bytes": {"regex": r"draft per request: ([\d.,]+ ?\w*)",
+                                                                   "unit": "bytes"},
+                            "memory.ledger_bytes.draft_kv": {"regex": r"draft in all: ([\d.,]+ \w+)", "unit": "bytes"},
+                            "budget.max_num_scheduled_tokens": {"regex": r"step budget ([\d,]+ tokens)",
+                                                                "unit": "tokens"}})
+    text = "bound: 80 GiB\ndraft per request: 160.312 MiB\ndraft in all: 1,344,798,720 B\nstep budget 8,192 tokens\n"
+    obs = build_observation(plan, text, CASE, "p", "1")
+    assert obs["memory"]["bound_bytes"] == 80 * 2**30
+    assert obs["memory"]["per_sequence"]["draft_kv_bytes"] == round(160.312 * 2**20)
+    assert obs["memory"]["ledger_bytes"]["draft_kv"] == 1344798720
+    assert obs["budget"]["max_num_scheduled_tokens"] == 8192
+
+
+def test_a_capture_in_an_unknown_unit_names_the_field_and_the_line():
+    import pytest
+
+    plan = log_plan(fields={"memory.bound_bytes": {"regex": r"bound: (.*)$", "unit": "bytes"}})
+    with pytest.raises(ValueError) as exc:
+        build_observation(plan, "bound: 80 parsecs\n", CASE, "p", "1")
+    assert "plan.log.fields.memory.bound_bytes" in str(exc.value) and "80 parsecs" in str(exc.value)
