@@ -129,7 +129,7 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
             if value not in target:
                 target.append(value)
     if plan.trace_step:
-        steps = [{g: int(m.group(g)) for g in TRACE_GROUPS}
+        steps = [{g: int(m.group(g).replace(",", "")) for g in TRACE_GROUPS}
                  for m in (re.search(plan.trace_step, line) for line in lines) if m]
         obs["trace"] = {"steps": steps} if steps else None
     obs["provenance"]["glue"] = [{
