@@ -425,7 +425,7 @@ def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dic
                   f"sequences from one bound: {obs.get('message')} [{source}]")
     mem, budget = obs["memory"], obs.get("budget") or {}
     ledger, bound = mem.get("ledger_bytes") or {}, mem.get("bound_bytes")
-    problems = []
+    problems = _unplaced_draft_kv(obs, case_spec)
     outside = [c for c in (mem.get("outside_bound") or ()) if c in POOL_CATEGORIES]
     if outside:
         problems.append(f"memory.outside_bound lists {', '.join(f'{c} ({human_bytes(ledger.get(c))})' for c in outside)}:"
