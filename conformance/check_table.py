@@ -60,6 +60,7 @@ class CheckSpec:
     case_globs: tuple[str, ...] = ("*",)
     partner: str | None = None               # a second case of the same engine (a cross-case check)
     golden: bool = False                     # the suite's own-golden check (run through syrupy in pytest)
+    reads: tuple[str, ...] = ()              # the observation fields it reads (docs/observation.md)
 
     def applies(self, role: str, case_id: str) -> bool:
         return role in self.judges and any(fnmatch.fnmatchcase(case_id, g) for g in self.case_globs)
@@ -68,41 +69,55 @@ class CheckSpec:
 def _golden_check(suite: str) -> CheckSpec:
     def run(_: CheckInput) -> Verdict:  # evaluated by evaluate_golden (it needs the engine's own golden)
         raise AssertionError("golden checks are evaluated by evaluate_golden")
-    return CheckSpec(f"{suite}.golden", suite, BOTH, run, golden=True)
+    return CheckSpec(f"{suite}.golden", suite, BOTH, run, golden=True,
+                     reads=("status", "message", "provenance") + SUITE_SECTIONS[suite])
 
 
 CHECKS: tuple[CheckSpec, ...] = (
     _golden_check("budget"),
     CheckSpec("budget.parity_with_vllm", "budget", (UNDER_TEST,),
-              lambda i: v.budget_parity_with_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.budget_parity_with_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("status", "budget.max_num_batched_tokens", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.lookahead_tokens", "budget.max_num_seqs", "budget.max_active_seqs")),
     CheckSpec("budget.active_seqs_not_below_sglang", "budget", (UNDER_TEST,),
-              lambda i: v.active_seqs_not_below_sglang(i.obs, i.other, i.case_spec, i.source), against="sglang"),
+              lambda i: v.active_seqs_not_below_sglang(i.obs, i.other, i.case_spec, i.source), against="sglang",
+              reads=("budget.max_num_seqs", "memory.max_concurrency", "budget.max_active_seqs")),
     _golden_check("memory"),
-    CheckSpec("memory.inside_bound", "memory", (UNDER_TEST,), lambda i: v.inside_the_bound(i.obs, i.case_spec)),
-    CheckSpec("memory.ledger_holds_seats", "memory", (UNDER_TEST,), lambda i: v.ledger_holds_seats(i.obs, i.case_spec)),
+    CheckSpec("memory.inside_bound", "memory", (UNDER_TEST,), lambda i: v.inside_the_bound(i.obs, i.case_spec),
+              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.draft_kv_bytes")),
+    CheckSpec("memory.ledger_holds_seats", "memory", (UNDER_TEST,), lambda i: v.ledger_holds_seats(i.obs, i.case_spec),
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_num_seqs", "memory.ledger_bytes", "memory.outside_bound")),
     CheckSpec("memory.per_sequence_equals_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.per_sequence_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.per_sequence_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.per_sequence.state_slots", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.outside_bound")),
     CheckSpec("memory.seats_equal_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("memory.max_concurrency", "memory.pool.size_bytes", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes")),
     CheckSpec("memory.unified_pool_seats", "memory", (UNDER_TEST,),
               lambda i: v.unified_pool_seats(i.obs, i.other, i.case_spec, 32, i.source), against="vllm",
-              case_globs=("seed-unified-pool-c32-k8",)),
-    CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs)),
+              case_globs=("seed-unified-pool-c32-k8",),
+              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_active_seqs")),
+    CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs),
+              reads=("message", "memory.max_concurrency", "budget.max_num_seqs")),
     CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner, i.case_spec),
-              case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32"),
+              case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32",
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "budget.max_num_seqs")),
     _golden_check("trace"),
     CheckSpec("trace.steps_within_budget", "trace", (UNDER_TEST,),
-              lambda i: v.steps_within_budget(i.obs, i.other, i.source), against="vllm", needs_against=False),
+              lambda i: v.steps_within_budget(i.obs, i.other, i.source), against="vllm", needs_against=False,
+              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.max_active_seqs")),
     CheckSpec("trace.equals_vllm", "trace", (UNDER_TEST,),
-              lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "trace.steps.num_spec_tokens", "trace.steps.num_preempted", "memory.pool.size_bytes")),
 )
 
 # Run mode: judged on a live observation (`conformance ladder`, the GPU nightly), from what was measured
 # outside the engine (harness.live_sampler); a plan cannot show these.
 LIVE_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec("live.device_memory_within_bound", "live", BOTH,
-              lambda i: v.live_device_memory_within_bound(i.obs, i.case_spec)),
-    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec)),
+              lambda i: v.live_device_memory_within_bound(i.obs, i.case_spec),
+              reads=("throughput.live",)),
+    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec),
+              reads=("throughput.live",)),
 )
 
 

@@ -54,6 +54,8 @@ def schema_node(dotted: str, schema: dict[str, Any] | None = None) -> tuple[dict
     node = schema or _schema()
     walked: list[str] = []
     for part in dotted.split("."):
+        if _is_array(node) and isinstance(node.get("items"), dict):   # trace.steps.<field>: a field of each step
+            node = node["items"]
         props = node.get("properties") or {}
         if part in props:
             node = props[part]
