@@ -30,7 +30,7 @@ KILL_CASES = ("seed-draft-kv-c8", "seed-draft-kv-c32", "seed-unified-pool-c32-k8
 KILL_MATRIX: dict[str, set[str]] = {
     "draft-kv-outside-bound": {"memory.draft_kv_scaling", "memory.inside_bound", "memory.ledger_holds_seats", "memory.per_sequence_equals_vllm", "memory.seats_equal_vllm", "memory.unified_pool_seats", "trace.equals_vllm"},
     # a plan that does not say where its draft KV lives passes no bound check
-    "draft-kv-hidden": {"memory.draft_kv_scaling", "memory.inside_bound", "memory.ledger_holds_seats", "memory.per_sequence_equals_vllm", "memory.seats_equal_vllm", "trace.equals_vllm"},
+    "draft-kv-hidden": {"memory.draft_kv_scaling", "memory.inside_bound", "memory.ledger_holds_seats", "memory.per_sequence_equals_vllm", "memory.seats_equal_vllm", "memory.unified_pool_seats", "trace.equals_vllm"},
     "two-pools": {"budget.parity_with_vllm", "memory.per_sequence_equals_vllm", "memory.seats_equal_vllm", "memory.unified_pool_seats", "trace.equals_vllm"},
     # its ledger holds 0 B of draft KV beside a sequence's 170 MB: where the draft KV lives is not said
     "two-pools-unified-seats": {"memory.draft_kv_scaling", "memory.inside_bound", "memory.ledger_holds_seats", "memory.unified_pool_seats"},
