@@ -5,8 +5,8 @@ with level `error` (the file maps something the framework cannot use: exit non-z
 (something the checks will miss), every text naming the engine file and the JSON path or the line:
 - error: a `fields` or `lists` path that is not in the observation schema (`memory.per_sequence.draft_bytes`
   where the schema has `draft_kv_bytes`), or a `lists` path that is not a list there;
-- warning: an observation field the checks read that no rule maps (it stays null, and each check that
-  needs it fails saying so), listed once per section;
+- warning: an observation field the checks read (`wanted`: the check table's `reads`) that no rule maps
+  (it stays null, and each check that needs it fails saying so), listed once per section;
 - warning: a printed line (of `sample_text`: a sample log, or the port's own output on a case) that looks
   like a bound or a refusal and that no rule of the file maps (no field, list, message, fatal or
   trace_step regex matches it): a store "NOT counted by gpu_memory_utilization" that no `lists` rule
@@ -24,13 +24,8 @@ from conformance import paths
 from conformance.harness.engine_file import EngineFile, LogPlan
 
 ERROR, WARNING = "error", "warning"
-# Fields the checks read (conformance.check_reads); a plan.log engine maps them or they stay null.
-WANTED = ("budget.max_num_batched_tokens", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request",
-          "budget.lookahead_tokens", "budget.max_num_seqs", "budget.max_active_seqs", "memory.bound_bytes",
-          "memory.ledger_bytes.attention_kv", "memory.ledger_bytes.recurrent_state", "memory.ledger_bytes.draft_kv",
-          "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes",
-          "memory.per_sequence.draft_kv_bytes", "memory.per_sequence.state_slots", "memory.max_concurrency",
-          "memory.pool.block_size_tokens", "memory.pool.page_size_bytes")
+# Read by the checks but not a figure a dry run prints: lists (`lists` rules), containers, per-engine pools.
+NOT_WANTED = ("memory.outside_bound", "memory.ledger_bytes", "memory.pool.size_bytes")
 BOUND_WORDS = re.compile(r"not counted|outside the (?:pool|bound)|beside the pool|gpu_memory_utilization|"
                          r"(?<![-\w])bound(?![-\w])|memory limit|kv[_ ]cache[_ ]memory|--num-blocks|\bexceeds?\b.*\bmemory\b",
                          re.IGNORECASE)
@@ -66,6 +61,21 @@ def schema_node(dotted: str, schema: dict[str, Any] | None = None) -> tuple[dict
             return None, f"{where} has no field {part!r} (it has: {', '.join(sorted(props)) or 'none'})"
         walked.append(part)
     return node, ""
+
+
+def wanted(schema: dict[str, Any] | None = None) -> list[str]:
+    """The budget and memory figures the checks read (check_table `reads`), the ledger's required
+    categories for `memory.ledger_bytes`, in a stable order."""
+    from conformance.check_table import CHECKS
+
+    ledger = ((schema or _schema())["properties"]["memory"]["properties"]["ledger_bytes"]["required"])
+    out: list[str] = []
+    for check in CHECKS:
+        for path in check.reads:
+            paths_ = [f"memory.ledger_bytes.{c}" for c in ledger] if path == "memory.ledger_bytes" else [path]
+            out += [p for p in paths_ if "." in p and p.split(".")[0] in ("budget", "memory") and p not in NOT_WANTED
+                    and p not in out]
+    return out
 
 
 def _is_array(node: dict[str, Any]) -> bool:
@@ -106,7 +116,7 @@ def lint(engine: EngineFile, sample_text: str | None = None, sample_name: str = 
             found.append(Finding(ERROR, f"{where}.lists[{i}].path: {dotted!r} is not in the observation schema: {why}"))
         elif not _is_array(node):
             found.append(Finding(ERROR, f"{where}.lists[{i}].path: {dotted!r} is not a list in the observation schema"))
-    missing = [f for f in WANTED if f not in plan.fields]
+    missing = [f for f in wanted(schema) if f not in plan.fields]
     for section in ("budget", "memory"):
         names = [f for f in missing if f.startswith(section + ".")]
         if names:
