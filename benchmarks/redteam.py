@@ -87,7 +87,7 @@ def cli_attacks(tmp: Path) -> list[tuple[str, str, list[str]]]:
     rows = []
     plan = lambda p: ["plan", "--engine", "reference", "--case", str(p)]  # noqa: E731
     rows.append(("2", "alias bomb under an unknown key (case)", plan(case(tmp, "b1", CASE + "junk:\n" + bomb()))))
-    b2 = case(tmp, "b2", CASE + "intended_differences:\n  - engine: vllm\n    field: budget\n    reason: x\n"
+    b2 = case(tmp, "b2", CASE + "intended_differences:\n  - oracle: vllm\n    engines: [reference]\n    field: budget\n    reason: x\n"
               "    expected:\n" + bomb("      "))
     rows.append(("2", "alias bomb in intended_differences[].expected (run)",
                  ["run", "--engines", "reference", "--cases", str(b2), "--out", str(tmp / "reports")]))

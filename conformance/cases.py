@@ -93,7 +93,7 @@ def parse_case(document: Any, source: Path) -> Case:
     if not isinstance(document, dict):
         kind = "empty" if document is None else type(document).__name__
         raise CaseError([f"{source}: (root): a case must be a YAML mapping, got {kind}"])
-    problems = error_lines("case", document, str(source))
+    problems = error_lines("case", document, str(source)) + _renamed_keys(document, source)
     if problems:
         raise CaseError(problems)
     spec = copy.deepcopy(document)
@@ -111,6 +111,17 @@ def parse_case(document: Any, source: Path) -> Case:
     if problems:
         raise CaseError(problems)
     return Case(id=spec["id"], path=source, spec=spec, target_dir=target_dir, draft_dir=draft_dir)
+
+
+def _renamed_keys(document: dict[str, Any], source: Path) -> list[str]:
+    """A line per intended difference still written with `engine:` (the oracle, before `engines`
+    named the engines under test an entry documents)."""
+    entries = document.get("intended_differences")
+    if not isinstance(entries, list):
+        return []
+    return [f"{source}: intended_differences[{i}].engine: renamed to `oracle` (the oracle compared with); "
+            f"name the engines under test the difference documents in `engines` ([\"*\"]: every one)"
+            for i, d in enumerate(entries) if isinstance(d, dict) and "engine" in d]
 
 
 def _resolve_checked(ref: str, base: Path, json_path: str, source: Path, problems: list[str]) -> Path | None:

@@ -20,7 +20,7 @@ the verdict's source; with neither, a check that needs it fails with the reason.
     memory.ledger_holds_seats            under-test   -        every                 memory.per_sequence, max_concurrency, ledger_bytes
     memory.per_sequence_equals_vllm      under-test   vllm     every                 memory.per_sequence
     memory.seats_equal_vllm              under-test   vllm     every                 memory.max_concurrency
-    memory.unified_pool_seats            under-test   vllm     seed-unified-pool-c32-k8  memory.pool.unified, max_concurrency
+    memory.unified_pool_seats            under-test   vllm     seed-unified-pool-c32-k8  memory.outside_bound, ledger_bytes, bound_bytes, per_sequence, max_concurrency
     memory.explains_short_seats          under-test   -        every                 message, memory.max_concurrency
     memory.draft_kv_scaling              both roles   -        seed-draft-kv-c8 (+c32)   memory.per_sequence, outside_bound
     trace.steps_within_budget            under-test   vllm     every                 trace.steps, budget
@@ -75,6 +75,7 @@ class CheckSpec:
     case_globs: tuple[str, ...] = ("*",)
     partner: str | None = None               # a second case of the same engine (a cross-case check)
     golden: bool = False                     # the suite's own-golden check (run through syrupy in pytest)
+    reads: tuple[str, ...] = ()              # the observation fields it reads (docs/observation.md)
 
     def applies(self, role: str, case_id: str) -> bool:
         return role in self.judges and any(fnmatch.fnmatchcase(case_id, g) for g in self.case_globs)
@@ -83,33 +84,45 @@ class CheckSpec:
 def _golden_check(suite: str) -> CheckSpec:
     def run(_: CheckInput) -> Verdict:  # evaluated by evaluate_golden (it needs the engine's own golden)
         raise AssertionError("golden checks are evaluated by evaluate_golden")
-    return CheckSpec(f"{suite}.golden", suite, BOTH, run, golden=True)
+    return CheckSpec(f"{suite}.golden", suite, BOTH, run, golden=True,
+                     reads=("status", "message", "provenance") + SUITE_SECTIONS[suite])
 
 
 CHECKS: tuple[CheckSpec, ...] = (
     _golden_check("budget"),
     CheckSpec("budget.parity_with_vllm", "budget", (UNDER_TEST,),
-              lambda i: v.budget_parity_with_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.budget_parity_with_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("status", "budget.max_num_batched_tokens", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.lookahead_tokens", "budget.max_num_seqs", "budget.max_active_seqs")),
     CheckSpec("budget.active_seqs_not_below_sglang", "budget", (UNDER_TEST,),
-              lambda i: v.active_seqs_not_below_sglang(i.obs, i.other, i.case_spec, i.source), against="sglang"),
+              lambda i: v.active_seqs_not_below_sglang(i.obs, i.other, i.case_spec, i.source), against="sglang",
+              reads=("budget.max_num_seqs", "memory.max_concurrency", "budget.max_active_seqs")),
     _golden_check("memory"),
-    CheckSpec("memory.inside_bound", "memory", (UNDER_TEST,), lambda i: v.inside_the_bound(i.obs, i.case_spec)),
-    CheckSpec("memory.ledger_holds_seats", "memory", (UNDER_TEST,), lambda i: v.ledger_holds_seats(i.obs, i.case_spec)),
+    CheckSpec("memory.inside_bound", "memory", (UNDER_TEST,), lambda i: v.inside_the_bound(i.obs, i.case_spec),
+              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.draft_kv_bytes")),
+    CheckSpec("memory.ledger_holds_seats", "memory", (UNDER_TEST,), lambda i: v.ledger_holds_seats(i.obs, i.case_spec),
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_num_seqs", "memory.ledger_bytes", "memory.outside_bound")),
     CheckSpec("memory.per_sequence_equals_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.per_sequence_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.per_sequence_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.per_sequence.state_slots", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.outside_bound")),
     CheckSpec("memory.seats_equal_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("memory.max_concurrency", "memory.pool.size_bytes", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes")),
     CheckSpec("memory.unified_pool_seats", "memory", (UNDER_TEST,),
-              lambda i: v.unified_pool_seats(i.obs, i.other, 32, i.source), against="vllm",
-              case_globs=("seed-unified-pool-c32-k8",)),
-    CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs)),
-    CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner),
-              case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32"),
+              lambda i: v.unified_pool_seats(i.obs, i.other, i.case_spec, 32, i.source), against="vllm",
+              case_globs=("seed-unified-pool-c32-k8",),
+              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_active_seqs")),
+    CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs),
+              reads=("message", "memory.max_concurrency", "budget.max_num_seqs")),
+    CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner, i.case_spec),
+              case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32",
+              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "budget.max_num_seqs")),
     _golden_check("trace"),
     CheckSpec("trace.steps_within_budget", "trace", (UNDER_TEST,),
-              lambda i: v.steps_within_budget(i.obs, i.other, i.source), against="vllm", needs_against=False),
+              lambda i: v.steps_within_budget(i.obs, i.other, i.source), against="vllm", needs_against=False,
+              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.max_active_seqs")),
     CheckSpec("trace.equals_vllm", "trace", (UNDER_TEST,),
-              lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "trace.steps.num_spec_tokens", "trace.steps.num_preempted", "memory.pool.size_bytes")),
 )
 
 # Run mode: judged on a live observation (`conformance run --live`, `pytest suites/live -m gpu`,
@@ -117,16 +130,19 @@ CHECKS: tuple[CheckSpec, ...] = (
 # (conformance.live.checks): its observation of the same run on the same card, else its live golden.
 LIVE_CHECKS: tuple[CheckSpec, ...] = (
     CheckSpec(lc.GOLDEN, "live", BOTH, lambda i: lc.live_golden(i.obs, i.other, i.case_spec, False, i.source),
-              golden=True),
+              golden=True, reads=("throughput.rungs", "throughput.live")),
     CheckSpec(lc.ACCEPTANCE, "live", (UNDER_TEST,),
-              lambda i: lc.acceptance_equals_oracle(i.obs, i.other, i.case_spec, i.source), against="vllm"),
+              lambda i: lc.acceptance_equals_oracle(i.obs, i.other, i.case_spec, i.source), against="vllm",
+              reads=("throughput.rungs",)),
     CheckSpec(lc.THROUGHPUT, "live", (UNDER_TEST,),
               lambda i: lc.throughput_parity(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
-              against="vllm"),
-    CheckSpec(lc.PLAN, "live", (UNDER_TEST,), lambda i: lc.plan_matches_run(i.obs, i.case_spec)),
+              against="vllm", reads=("throughput.rungs",)),
+    CheckSpec(lc.PLAN, "live", (UNDER_TEST,), lambda i: lc.plan_matches_run(i.obs, i.case_spec),
+              reads=("throughput.plan", "throughput.plan_expected")),
     CheckSpec(lc.MEMORY, "live", BOTH, lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, i.is_oracle),
-              against="vllm", needs_against=False),
-    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec)),
+              against="vllm", needs_against=False, reads=("throughput.live",)),
+    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec),
+              reads=("throughput.live",)),
 )
 SAME_RUN = "measured in this run"
 

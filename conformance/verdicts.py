@@ -19,6 +19,7 @@ from typing import Any
 from conformance import units
 from conformance.diff import Difference, json_diff
 from conformance.golden_doc import golden_view
+from conformance.memory_facts import UNKNOWN, draft_kv_location, pool_differences
 
 BUDGET_FIELDS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
                  "lookahead_tokens", "max_num_seqs", "max_active_seqs")
@@ -99,16 +100,27 @@ def _not_reported(paths: list[str]) -> str:
             f"{'it' if len(paths) == 1 else 'them'}, and this check needs {'it' if len(paths) == 1 else 'them'}")
 
 
-def _intended(case_spec: dict[str, Any], oracle: str, field_name: str) -> dict[str, Any] | None:
-    """The case's `intended_differences` entry for (oracle, field), if it declares one."""
+EVERY_ENGINE = "*"
+
+
+def _intended(case_spec: dict[str, Any], oracle: str, field_name: str, engine: str) -> dict[str, Any] | None:
+    """The case's `intended_differences` entry for (oracle, field) that documents `engine` (named in
+    the entry's `engines`, or `*` there: every engine under test), if it declares one. An entry of
+    another engine never binds this one: it is judged by the check's own rule."""
     for d in case_spec.get("intended_differences", []):
-        if d["engine"] == oracle and d["field"] in (field_name, f"budget.{field_name}"):
+        if (d["oracle"] == oracle and d["field"] in (field_name, f"budget.{field_name}")
+                and (engine in d["engines"] or EVERY_ENGINE in d["engines"])):
             return d
     return None
 
 
-def documents_status_difference(case_spec: dict[str, Any], oracle: str) -> bool:
-    return _intended(case_spec, oracle, "status") is not None
+def _whom(entry: dict[str, Any], engine: str) -> str:
+    """How a documented difference names the engine it binds: `every engine under test (X)` or `X`."""
+    return f"every engine under test ({engine})" if EVERY_ENGINE in entry["engines"] else engine
+
+
+def documents_status_difference(case_spec: dict[str, Any], oracle: str, engine: str) -> bool:
+    return _intended(case_spec, oracle, "status", engine) is not None
 
 
 # --- every suite: an observation against its own golden -------------------------------------------
@@ -151,15 +163,17 @@ def golden_verdict(suite: str, obs: dict[str, Any], golden: dict[str, Any] | Non
 def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
                             source: str) -> Verdict:
     """Same status as vLLM, and every budget field equal, unless the case declares the difference
-    (`intended_differences`): then the engine's value must be the entry's `expected`, and for a
-    status difference vLLM's status must still differ (a stale entry fails)."""
+    (`intended_differences`, oracle vllm) for this engine (named in the entry's `engines`, or `*`):
+    then the engine's value must be the entry's `expected`, and for a status difference vLLM's
+    status must still differ (a stale entry fails). An entry of another engine does not apply."""
     check = "budget.parity_with_vllm"
     me = obs["engine"]["name"]
-    documented = _intended(case_spec, "vllm", "status")
+    documented = _intended(case_spec, "vllm", "status", me)
     if documented:
         if obs["status"] != documented["expected"]:
-            return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} "
-                      f"({documented['reason']}), but {me} says {obs['status']}: {obs.get('message')} [{source}]")
+            return _v(check, obs, FAIL, f"the case documents status {documented['expected']!r} for "
+                      f"{_whom(documented, me)} ({documented['reason']}), but {me} says {obs['status']}: "
+                      f"{obs.get('message')} [{source}]")
         if vllm["status"] == obs["status"]:
             return _v(check, obs, FAIL, f"the case documents a status difference from vLLM that no longer exists: "
                       f"both say {obs['status']} [{source}]")
@@ -173,13 +187,13 @@ def budget_parity_with_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec
     mine_b, theirs_b = obs.get("budget") or {}, vllm.get("budget") or {}
     problems: list[str] = []
     for d in json_diff({f: theirs_b.get(f) for f in BUDGET_FIELDS}, {f: mine_b.get(f) for f in BUDGET_FIELDS}):
-        entry = _intended(case_spec, "vllm", d.path)
+        entry = _intended(case_spec, "vllm", d.path, me)
         unit = "seqs" if "seqs" in d.path else ("slots" if "slots" in d.path else "tokens")
         if entry is None:
             problems.append(f"budget.{d.path}: vLLM {d.expected!r}, {me} {d.actual!r}{_by(d.actual, d.expected, unit)}")
         elif d.actual != entry["expected"]:
-            problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} ({entry['reason']}), "
-                            f"{me} has {d.actual!r}")
+            problems.append(f"budget.{d.path}: the case documents {entry['expected']!r} for {_whom(entry, me)} "
+                            f"({entry['reason']}), {me} has {d.actual!r}")
     if problems:
         return _v(check, obs, FAIL, f"{len(problems)} budget field(s) differ from {_name(vllm)} on {obs['case_id']}: "
                   f"{problems[0]} [{source}]", problems)
@@ -202,17 +216,19 @@ def active_seqs_not_below_sglang(obs: dict[str, Any], sglang: dict[str, Any], ca
     """The comparable quantity with SGLang is concurrency as memory admits it: the engine's
     `memory_admitted_seqs` is never below SGLang's `max_active_seqs` (max_running_requests after
     SGLang's memory caps, e.g. its mamba state cache), unless the case documents the difference
-    (`intended_differences`, engine sglang, field max_active_seqs): then the engine's figure must be
-    the entry's `expected` and SGLang's must still be higher."""
+    (`intended_differences`, oracle sglang, field max_active_seqs, `engines` naming this engine or
+    `*`): then the engine's figure must be the entry's `expected` and SGLang's must still be higher.
+    An entry of another engine does not apply: this engine is judged by the rule."""
     check = "budget.active_seqs_not_below_sglang"
     me = obs["engine"]["name"]
     if sglang["status"] != "ok" or obs["status"] != "ok":
         return _v(check, obs, SKIP, f"SGLang {sglang['status']}, {me} {obs['status']}: nothing comparable [{source}]")
     mine, theirs = memory_admitted_seqs(obs), (sglang.get("budget") or {}).get("max_active_seqs")
-    documented = _intended(case_spec, "sglang", "max_active_seqs")
+    documented = _intended(case_spec, "sglang", "max_active_seqs", me)
     if documented:
         if mine != documented["expected"] or theirs is None or theirs <= mine:
-            return _v(check, obs, FAIL, f"the case documents {me} admitting {documented['expected']} below SGLang "
+            return _v(check, obs, FAIL, f"the case documents {_whom(documented, me)} admitting "
+                      f"{documented['expected']} below SGLang "
                       f"({documented['reason']}); now it admits {mine} and SGLang runs {theirs} [{source}]")
         return _v(check, obs, PASS, f"documented difference: memory admits {mine}, SGLang runs {theirs} "
                   f"({documented['reason']}) [{source}]")
@@ -236,9 +252,16 @@ def bounded_bytes(memory: dict[str, Any], case_spec: dict[str, Any]) -> tuple[in
     return sum(ledger.get(c) or 0 for c in cats), cats
 
 
+def _unplaced_draft_kv(obs: dict[str, Any], case_spec: dict[str, Any]) -> list[str]:
+    """One problem line when a plan does not say where its draft KV lives, else none."""
+    where, why = draft_kv_location(obs, case_spec)
+    return [f"draft KV: {why}"] if where == UNKNOWN else []
+
+
 def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
-    """Nothing outside the operator's bound: `memory.outside_bound` is empty and the ledger's
-    categories under the bound sum to at most `memory.bound_bytes`."""
+    """Nothing outside the operator's bound: `memory.outside_bound` is empty, the ledger's
+    categories under the bound sum to at most `memory.bound_bytes`, and a DFlash plan says where its
+    draft KV lives (`memory_facts.draft_kv_location`: a plan that does not cannot pass a bound check)."""
     check = "memory.inside_bound"
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
@@ -251,7 +274,7 @@ def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     if unreported:
         return _v(check, obs, FAIL, f"{_not_reported(unreported)} (a category the bound must cover, summed against "
                   f"memory.bound_bytes {bound})", unreported)
-    problems = []
+    problems = _unplaced_draft_kv(obs, case_spec)
     if mem.get("outside_bound"):
         outside = sum(ledger.get(c) or 0 for c in mem["outside_bound"])
         parts = ", ".join(f"{c} {human_bytes(ledger.get(c))}" for c in mem["outside_bound"])
@@ -272,10 +295,14 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
     """What the engine says a sequence costs, times the sequences it seats, fits in what its
     ledger puts under the bound: `min(budget.max_num_seqs, floor(memory.max_concurrency))` x the
     sum of `memory.per_sequence` bytes <= the ledger's categories under the bound. An engine that
-    keeps a per-request store (draft KV, say) out of its ledger fails here, from its own figures."""
+    keeps a per-request store (draft KV, say) out of its ledger fails here, from its own figures; so
+    does a DFlash plan that does not say where its draft KV lives."""
     check = "memory.ledger_holds_seats"
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
+    unplaced = _unplaced_draft_kv(obs, case_spec)
+    if unplaced:
+        return _v(check, obs, FAIL, f"cannot tell whether the ledger holds the seats: {unplaced[0]}", unplaced)
     mem = obs["memory"]
     per = mem.get("per_sequence") or {}
     seats_f, asked = mem.get("max_concurrency"), (obs.get("budget") or {}).get("max_num_seqs")
@@ -309,10 +336,13 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
 def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any],
                              source: str) -> Verdict:
     """A full-length sequence costs what it costs in vLLM: `memory.per_sequence` attention KV,
-    recurrent state and draft KV bytes and state slots equal vLLM's, exactly."""
+    recurrent state and draft KV bytes and state slots equal vLLM's, exactly. A failure says whether
+    the difference is one of accounting (a store vLLM counts that the engine leaves out of its ledger
+    or keeps outside the bound) or of layout (block size, Mamba page padding, KV-cache group padding,
+    each with vLLM's figure and deciding function from vLLM's document): `memory_facts.pool_differences`."""
     check = "memory.per_sequence_equals_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok":
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM plans: {obs.get('message')} [{source}]")
@@ -324,8 +354,9 @@ def per_sequence_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spe
             problems.append(f"memory.per_sequence.{f}: vLLM {theirs.get(f)!r}, {me} {mine.get(f)!r}"
                             f"{_by(mine.get(f), theirs.get(f), unit)}")
     if problems:
-        return _v(check, obs, FAIL, f"a full-length sequence costs other than in {_name(vllm)}: {problems[0]} "
-                  f"[{source}]", problems)
+        why = pool_differences(obs, vllm)
+        return _v(check, obs, FAIL, f"a full-length sequence costs other than in {_name(vllm)}: {problems[0]}"
+                  f"{'; ' + why.summary() if why.kind else ''} [{source}]", problems + list(why.lines()))
     return _v(check, obs, PASS, f"per-sequence attention, state, draft bytes and state slots equal vLLM's [{source}]")
 
 
@@ -343,27 +374,43 @@ def _seats_close(a: float | None, b: float | None) -> bool:
     return a is not None and b is not None and abs(a - b) <= SEATS_REL_TOLERANCE * max(b, 1e-9)
 
 
+def _seats_why(obs: dict[str, Any], vllm: dict[str, Any], mine: float | None, theirs: float | None,
+               fewer: str) -> tuple[str, tuple[str, ...]]:
+    """Why the seats differ, as the message's clause and detail lines: fewer seats (two pools, or
+    padding vLLM does not take), or more, sorted into an accounting or a layout difference."""
+    diffs = pool_differences(obs, vllm)
+    if mine is not None and theirs is not None and mine < theirs:
+        return f"fewer: {fewer} (two pools, or padding vLLM does not take?)", diffs.lines()
+    if diffs.kind:
+        return f"more: a sequence costs less than in vLLM, {diffs.summary()}", diffs.lines()
+    return ("more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count "
+            "(neither a store missing from the ledger nor a layout difference from vLLM's shows in the figures)",
+            diffs.lines())
+
+
 def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
     """`memory.max_concurrency` equals vLLM's for the same bytes within SEATS_REL_TOLERANCE: fewer
-    seats is the two-pool bug; more seats means something a sequence needs was not counted. A case
-    may document a seat difference (`intended_differences`, engine vllm, field
-    memory.max_concurrency): then the engine's seats must be the entry's `expected` and vLLM's must
+    seats is the two-pool bug; more seats is an accounting difference (a store not in the ledger) or a
+    layout difference (vLLM's block size, page or group padding not taken), and the message says
+    which (`memory_facts.pool_differences`). A case
+    may document a seat difference (`intended_differences`, oracle vllm, field
+    memory.max_concurrency, `engines` naming the engine or `*`): then the engine's seats must be the entry's `expected` and vLLM's must
     still differ from them (a stale entry fails), both within the same tolerance. On a
     gpu_memory_utilization case each engine sizes its own pool: the engine's seats are compared with
     vLLM's seats per pool byte times the engine's pool bytes."""
     check = "memory.seats_equal_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok":
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
                   f"{obs.get('message')} [{source}]")
     mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
-    documented = next((d for d in case_spec.get("intended_differences", [])
-                       if d["engine"] == "vllm" and d["field"] == "memory.max_concurrency"), None)
+    documented = _intended(case_spec, "vllm", "memory.max_concurrency", me)
     if documented:
         if not _seats_close(mine, float(documented["expected"])):
-            return _v(check, obs, FAIL, f"the case documents {me} seating {documented['expected']} where vLLM seats "
+            return _v(check, obs, FAIL, f"the case documents {_whom(documented, me)} seating {documented['expected']} "
+                      f"where vLLM seats "
                       f"{theirs} ({documented['reason']}), but {me} seats {mine} [{source}]")
         if _seats_close(mine, theirs):
             return _v(check, obs, FAIL, f"the case documents a seat difference from vLLM that no longer exists: both "
@@ -376,24 +423,26 @@ def seats_equal_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[
         where = (f"in its own pool of {human_bytes(pools[0])} where vLLM's seats per byte give {scaled:.6g} "
                  f"(vLLM seats {theirs} in {human_bytes(pools[1])}: each engine's reserves beside the pool are its own)")
         if not _seats_close(mine, scaled):
-            why = ("fewer: its pool seats fewer full-length sequences per byte (two pools, or padding vLLM does not take?)"
-                   if mine is not None and mine < scaled else
-                   "more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count")
+            why, lines = _seats_why(obs, vllm, mine, scaled, "its pool seats fewer full-length sequences per byte")
             return _v(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences {where}"
-                      f"{_by(mine, scaled, 'seats')}; {why} [{source}]")
+                      f"{_by(mine, scaled, 'seats')}; {why} [{source}]", lines)
         return _v(check, obs, PASS, f"seats {mine} {where}, within {SEATS_REL_TOLERANCE:.1%} [{source}]")
     if not _seats_close(mine, theirs):
-        why = ("fewer: the same bytes seat fewer full-length sequences (two pools, or padding vLLM does not take?)"
-               if mine is not None and theirs is not None and mine < theirs else
-               "more: a sequence costs less than in vLLM, so something it needs is not counted in the seat count")
+        why, lines = _seats_why(obs, vllm, mine, theirs, "the same bytes seat fewer full-length sequences")
         return _v(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences where vLLM seats "
-                  f"{theirs} in the same bytes{_by(mine, theirs, 'seats')}; {why} [{source}]")
+                  f"{theirs} in the same bytes{_by(mine, theirs, 'seats')}; {why} [{source}]", lines)
     return _v(check, obs, PASS, f"seats {mine} = vLLM's {theirs} (within {SEATS_REL_TOLERANCE:.1%}) [{source}]")
 
 
-def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], num_seqs: int, source: str) -> Verdict:
-    """Where vLLM plans room for `num_seqs` concurrent full-length sequences, the engine seats them
-    in the same bytes from one unified pool (bug 2)."""
+def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], num_seqs: int,
+                       source: str) -> Verdict:
+    """Bug 2, judged on the outcome, not on a structure flag: where vLLM plans room for `num_seqs`
+    concurrent full-length sequences, the engine seats them (memory.max_concurrency and
+    budget.max_active_seqs >= num_seqs) from bytes one bound covers: no store a sequence needs
+    (attention KV, recurrent state, draft KV) lies outside the bound, the ledger's categories under the
+    bound sum to at most memory.bound_bytes, and the seats times a sequence's bytes fit in them. One
+    allocation (vLLM) and several pools carved from one bound (SGLang) pass alike; a pool beside the
+    bound fails. `memory.pool.unified` is reported, not judged."""
     check = "memory.unified_pool_seats"
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or (vllm["memory"]["max_concurrency"] or 0) < num_seqs:
@@ -401,22 +450,42 @@ def unified_pool_seats(obs: dict[str, Any], vllm: dict[str, Any], num_seqs: int,
                   f"vLLM: {vllm['status']} {(vllm.get('memory') or {}).get('max_concurrency')} [{source}]")
     if obs["status"] != "ok":
         return _v(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']:.2f} "
-                  f"sequences in one unified pool: {obs.get('message')} [{source}]")
+                  f"sequences from one bound: {obs.get('message')} [{source}]")
     mem, budget = obs["memory"], obs.get("budget") or {}
-    problems = []
-    if (mem.get("pool") or {}).get("unified") is not True:
-        problems.append(f"memory.pool.unified is {(mem.get('pool') or {}).get('unified')!r}: not one allocation "
-                        f"(vLLM: every KV cache group aliases one allocation)")
+    ledger, bound = mem.get("ledger_bytes") or {}, mem.get("bound_bytes")
+    problems = _unplaced_draft_kv(obs, case_spec)
+    outside = [c for c in (mem.get("outside_bound") or ()) if c in POOL_CATEGORIES]
+    if outside:
+        problems.append(f"memory.outside_bound lists {', '.join(f'{c} ({human_bytes(ledger.get(c))})' for c in outside)}:"
+                        f" a pool beside the bound (vLLM: every KV cache group in one bounded allocation; SGLang: its "
+                        f"pools carved from one bound)")
+    held, cats = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items()
+                                                 if c not in (mem.get("outside_bound") or ())}}, case_spec)
+    if bound is None:
+        problems.append("memory.bound_bytes is null: the engine did not say which bound its pools share")
+    elif held > bound:
+        problems.append(f"memory.ledger_bytes ({', '.join(cats)}) sum to {held} B ({human_bytes(held)}), over "
+                        f"memory.bound_bytes {bound} B by {held - bound} B: the pools are not carved from one bound")
     if (budget.get("max_active_seqs") or 0) < num_seqs:
         problems.append(f"budget.max_active_seqs {budget.get('max_active_seqs')} < {num_seqs} (vLLM "
                         f"{vllm['budget']['max_active_seqs']})")
-    if (mem.get("max_concurrency") or 0) < num_seqs:
+    seats = mem.get("max_concurrency") or 0
+    if seats < num_seqs:
         problems.append(f"memory.max_concurrency {mem.get('max_concurrency')} < {num_seqs} "
                         f"(vLLM {vllm['memory']['max_concurrency']:.3f})")
+    per = mem.get("per_sequence") or {}
+    per_seq = sum(per.get(f"{c}_bytes") or 0 for c in POOL_CATEGORIES)
+    seated = min(num_seqs, math.floor(seats))
+    if seated * per_seq > held:
+        problems.append(f"the seats do not come from the bounded bytes: {seated} seats x {per_seq} B per sequence "
+                        f"(memory.per_sequence) = {seated * per_seq} B > the {held} B the ledger holds under the bound")
+    elif per_seq == 0:
+        problems.append("memory.per_sequence reports no bytes: nothing shows the seats come from the pool's bytes")
     if problems:
-        return _v(check, obs, FAIL, f"does not seat {num_seqs} where vLLM does: {problems[0]} [{source}]",
-                  tuple(problems))
-    return _v(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} in one unified pool [{source}]")
+        return _v(check, obs, FAIL, f"does not seat {num_seqs} from one bound where vLLM does: {problems[0]} "
+                  f"[{source}]", tuple(problems))
+    return _v(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} from {human_bytes(held)} under the "
+              f"bound of {human_bytes(bound)} ({seated} x {per_seq} B per sequence fit) [{source}]")
 
 
 def explains_short_seats(obs: dict[str, Any]) -> Verdict:
@@ -446,15 +515,17 @@ def explains_short_seats(obs: dict[str, Any]) -> Verdict:
     return _v(check, obs, PASS, obs["message"])
 
 
-def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
-    """Bug 1: in both observations draft KV is inside the bound, a full-length sequence's draft KV
-    is the same, and `max_num_seqs` full-length sequences -- their draft KV included, which grows
-    with max_num_seqs -- fit inside the bound."""
+def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
+    """Bug 1: in both observations draft KV is inside the bound (and said to be: a DFlash plan that
+    does not say where its draft KV lives fails), a full-length sequence's draft KV is the same, and
+    `max_num_seqs` full-length sequences -- their draft KV included, which grows with max_num_seqs --
+    fit inside the bound. `case_spec` is the small case's (the pair differ in max_num_seqs only)."""
     check = "memory.draft_kv_scaling"
     for o in (small, large):
         if o["status"] != "ok":
             return _v(check, small, SKIP, f"{o['case_id']}: {o['status']}: {o.get('message')}")
-    problems = [f"{o['case_id']}: memory.outside_bound lists draft_kv "
+    problems = [f"{o['case_id']}: {line}" for o in (small, large) for line in _unplaced_draft_kv(o, case_spec)]
+    problems += [f"{o['case_id']}: memory.outside_bound lists draft_kv "
                 f"({human_bytes((o['memory'].get('ledger_bytes') or {}).get('draft_kv'))}): allocated beside the pool"
                 for o in (small, large) if "draft_kv" in (o["memory"].get("outside_bound") or ())]
     unreported = [f"{o['case_id']}: {p}" for o in (small, large)
@@ -481,6 +552,11 @@ def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any]) -> Verdict:
         if bound is None or need > bound:
             problems.append(f"{o['case_id']}: {seqs} full-length sequences need {need} B, over memory.bound_bytes "
                             f"{bound} B" + (f" by {need - bound} B ({human_bytes(need - bound)})" if bound else ""))
+        held, cats = bounded_bytes(o["memory"], case_spec)
+        if bound is not None and "draft_kv" in cats and held > bound:
+            problems.append(f"{o['case_id']}: the ledger with its draft KV ({', '.join(cats)}) sums to {held} B, over "
+                            f"memory.bound_bytes {bound} B by {held - bound} B ({human_bytes(held - bound)}): the draft "
+                            f"KV is not inside the bound")
     if problems:
         return _v(check, small, FAIL, f"draft KV does not scale inside the bound: {problems[0]}",
                   tuple(problems + figures))
@@ -529,13 +605,14 @@ TRACE_DIFFERENCES = ("equal_until_first_preemption",)
 
 def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict[str, Any], source: str) -> Verdict:
     """Step for step equal to vLLM on the four counted fields. A case may document a trace
-    difference (`intended_differences` field `trace`) with `expected` one of TRACE_DIFFERENCES:
+    difference for this engine (`intended_differences` field `trace`, `engines` naming it or `*`)
+    with `expected` one of TRACE_DIFFERENCES:
     `equal_until_first_preemption` checks equality through vLLM's first preempting step, and that
     the traces do differ after it (a stale entry fails). On a gpu_memory_utilization case whose
     pools differ in bytes (each engine's own reserves) the check is skipped, naming both pools."""
     check = "trace.equals_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm"):
+    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return _v(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} (status compared by "
                   f"budget.parity_with_vllm) [{source}]")
     if obs["status"] != "ok" or not obs.get("trace"):
@@ -551,8 +628,7 @@ def trace_equals_vllm(obs: dict[str, Any], vllm: dict[str, Any], case_spec: dict
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
     if first is None and len(mine) != len(theirs):
         first = min(len(mine), len(theirs))
-    documented = next((d for d in case_spec.get("intended_differences", [])
-                       if d["engine"] == "vllm" and d["field"] == "trace"), None)
+    documented = _intended(case_spec, "vllm", "trace", me)
 
     def at(i: int) -> tuple[str, ...]:
         a = mine[i] if i < len(mine) else None

@@ -54,10 +54,21 @@ PLAN_PLACEHOLDERS = {
     "engine_dir": "the directory of the engine file",
     "engine_name": "the engine file's name",
     "defects": "the engine file's defects, comma-separated, or 'none'",
+    "num_requests": "workload.num_requests: how many requests the trace schedules",
+    "prompt_tokens": "workload.prompt_tokens: each request's prompt length in tokens",
+    "output_tokens": "workload.output_tokens: each request's output length in tokens",
+    "accepted_tokens": "acceptance fixed n: the drafts accepted per step (n); unset for synthetic and model acceptance",
+    "async_scheduling": "'true' or 'false': scheduler.async_scheduling of the case, else the device profile's GPU "
+                        "default (vLLM's AsyncScheduler on every shipped profile)",
+    "chunked_prefill": "'true' or 'false': scheduler.chunked_prefill",
 }
 # A version names directories in the cache (`<cache>/oracles/<name>-<version>`): one safe path component
 SAFE_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+~-]*")
 MAX_VERSION_BYTES = 1 << 16   # a version command's stdout (the rest is discarded unread)
+# How a capture with `unit:` is read: a number with optional thousands separators and a unit.
+BYTE_UNITS = {"B": 1, "byte": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+              "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
+TOKEN_UNITS = {"": 1, "token": 1, "tokens": 1}
 TRACE_GROUPS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
 
@@ -94,6 +105,7 @@ class FieldRule:
     type: str | None = None      # int | float | bool | str; None: int when it looks like one, else float
     scale: float | None = None   # multiply a number (MiB -> bytes: 1048576)
     map: Mapping[str, Any] | None = None
+    unit: str | None = None      # bytes | tokens: `160.312 MiB`, `8,192 tokens` read into an integer
 
 
 @dataclass(frozen=True)
@@ -198,7 +210,7 @@ def fill(template: str, values: Mapping[str, Any], where: str) -> str:
 def _field_rule(raw: Any) -> FieldRule:
     if isinstance(raw, str):
         return FieldRule(raw)
-    return FieldRule(raw["regex"], raw.get("type"), raw.get("scale"), raw.get("map"))
+    return FieldRule(raw["regex"], raw.get("type"), raw.get("scale"), raw.get("map"), raw.get("unit"))
 
 
 def _regex_problems(path: Path, where: str, regex: str | None, groups: int = 1,

@@ -7,8 +7,9 @@ environment, and returns exactly one schema-valid observation, whatever the chil
 - command: exit 0 and one observation JSON on stdout -> that observation (stamped with the
   engine file's name); an exit code in `refusal_exit_codes` -> `refused` with its last stderr
   lines; anything else -> `error` with how it ended and its stderr tail;
-- log: a `fatal` line or a refusal exit code -> `refused` with that message; exit 0 -> the fields
-  its regexes found (`harness.plan_log`); anything else -> `error`;
+- log: a `fatal` line or a refusal exit code -> `refused` with that message, keeping every figure
+  printed before the fatal line; exit 0 -> the fields its regexes found (`harness.plan_log`);
+  anything else -> `error`;
 - past `timeout_s` the child's whole group is killed and the case is an `error` saying so.
 stdout and stderr are kept as files in `workdir`, each read through a byte cap while the child
 runs (`harness.capture`): stdout past `MAX_OUTPUT_BYTES` is an error; stderr past `MAX_LOG_BYTES`
@@ -44,7 +45,22 @@ def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) 
     values.update({"case_file": str(case_file), "case_id": case_json["id"], "device_profile": case_json["device"],
                    "engine_dir": str(engine.engine_dir), "engine_name": engine.name,
                    "defects": ",".join(engine.defects) or "none"})
+    values.update(workload_values(case_json))
     return values
+
+
+def workload_values(case_json: dict[str, Any]) -> dict[str, Any]:
+    """The workload placeholders (engine_file.PLAN_PLACEHOLDERS): what a port that prints a trace
+    needs without parsing the case JSON."""
+    from conformance.devices import get_profile
+
+    work, acc, sched = case_json["workload"], case_json.get("acceptance") or {}, case_json["scheduler"]
+    async_on = sched.get("async_scheduling", get_profile(case_json["device"]).async_scheduling)
+    return {"num_requests": work["num_requests"], "prompt_tokens": work["prompt_tokens"],
+            "output_tokens": work["output_tokens"],
+            "accepted_tokens": acc.get("accepted_tokens") if acc.get("mode") == "fixed" else None,
+            "async_scheduling": "true" if async_on else "false",
+            "chunked_prefill": "true" if sched.get("chunked_prefill", True) else "false"}
 
 
 def _refused(engine: EngineFile, case: Case, message: str) -> dict[str, Any]:
@@ -119,6 +135,27 @@ def plan_one(engine: EngineFile, case: Case, workdir: Path, index: int) -> dict[
     return obs
 
 
+def _refused_with_figures(engine: EngineFile, plan: LogPlan, case: Case, case_json: dict[str, Any], text: str,
+                          message: str) -> dict[str, Any]:
+    """A `refused` observation that keeps every figure the engine printed before its fatal line (its
+    budget, its bound, ...): what it had planned when it refused. Figures that cannot be read, or that do
+    not make an observation, leave the refusal with its message alone."""
+    import re
+
+    m = re.search(plan.fatal, text, re.MULTILINE) if plan.fatal else None
+    before = text[:m.start()] if m else text
+    try:
+        obs = build_observation(plan, before, case_json, engine.name, engine.resolved_version)
+    except ValueError:
+        return _refused(engine, case, message)
+    obs.update(status="refused", message=message, trace=None)
+    stamp(engine, obs)
+    try:
+        return observation.validate(obs, f"{engine.name} (plan.log, {engine.path})")
+    except observation.ObservationError:
+        return _refused(engine, case, message)
+
+
 def _judge_output(engine: EngineFile, plan: CommandPlan | LogPlan, case: Case, case_json: dict[str, Any], rc: int,
                   stdout: str, err_file: Path) -> dict[str, Any]:
     source = f"{engine.name} (plan.{plan.kind}, {engine.path})"
@@ -130,8 +167,9 @@ def _judge_output(engine: EngineFile, plan: CommandPlan | LogPlan, case: Case, c
         except ValueError as exc:
             return fail(engine, case, f"{source}: {exc}")
         if fatal is not None or rc in plan.refusal_exit_codes:
-            return _refused(engine, case, fatal or _last_lines(err_file) or stdout.strip()[-2000:]
-                            or f"{describe_exit(rc)} (a refusal exit code) with no message")
+            return _refused_with_figures(engine, plan, case, case_json, text, fatal or _last_lines(err_file)
+                                         or stdout.strip()[-2000:]
+                                         or f"{describe_exit(rc)} (a refusal exit code) with no message")
         if rc != 0:
             return fail(engine, case, f"dry run {describe_exit(rc)}\n--- last lines ---\n{tail(err_file)}")
         try:

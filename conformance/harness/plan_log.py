@@ -3,9 +3,10 @@
 Contract: `build_observation(plan, text, case, engine, version)` returns a plan-mode observation
 (not yet validated) whose fields are exactly what the engine file's regexes found in `text`:
 every `fields` entry sets its dotted path (`budget.max_num_scheduled_tokens`,
-`memory.ledger_bytes.draft_kv`, `message`) from the first match's first group; every `lists`
-entry appends its value where its regex matches a line; every line matching `trace_step` is one
-trace step. A figure the engine did not print stays null, so a check that needs it says so
+`memory.ledger_bytes.draft_kv`, `message`) from the first match's first group; `message` (the
+engine file's `plan.log.message` regex) sets the observation's message from its first match's first
+group; every `lists` entry appends its value where its regex matches a line; every line matching
+`trace_step` is one trace step. A figure the engine did not print stays null, so a check that needs it says so
 instead of guessing. `fatal_message(plan, text)` is the first `fatal` match, or None.
 
 Every regex runs on lines cut to `bounded_regex.MAX_LINE_CHARS` (the observation's glue says when
@@ -15,11 +16,12 @@ raises ValueError naming it, which the caller turns into an `error` observation.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from conformance import observation
 from conformance.harness.bounded_regex import Matcher, clip_lines
-from conformance.harness.engine_file import TRACE_GROUPS, FieldRule, LogPlan
+from conformance.harness.engine_file import BYTE_UNITS, TOKEN_UNITS, TRACE_GROUPS, FieldRule, LogPlan
 
 BUDGET_KEYS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
                "lookahead_tokens", "max_num_seqs", "max_active_seqs")
@@ -33,10 +35,28 @@ def _skeleton_memory() -> dict[str, Any]:
             "pool": {"num_blocks": None, "block_size_tokens": None, "page_size_bytes": None, "unified": None}}
 
 
+_QUANTITY = re.compile(r"^(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?\s*([A-Za-z]*)$")
+
+
+def quantity(text: str, unit: str) -> int:
+    """`160.312 MiB`, `1,344,798,720 B`, `2 GiB`, `1.5 GB` as bytes (`unit: bytes`; a bare number is
+    bytes), `8,192 tokens` or `8,192` as tokens (`unit: tokens`); rounded to an integer, so a figure
+    printed to 3 decimals of a MiB is as exact as what was printed."""
+    units = BYTE_UNITS if unit == "bytes" else TOKEN_UNITS
+    m = _QUANTITY.match(text.strip())
+    if not m or (m.group(3) or ("B" if unit == "bytes" else "")) not in units:
+        raise ValueError(f"{text!r} is not a quantity in {unit} (a number with optional thousands separators and "
+                         f"one of {', '.join(u or '(none)' for u in units)})")
+    number = float(m.group(1).replace(",", "") + (m.group(2) or ""))
+    return int(round(number * units[m.group(3) or ("B" if unit == "bytes" else "")]))
+
+
 def convert(text: str, rule: FieldRule) -> Any:
     """A captured group as the rule's type: mapped first, then a number (thousands separators dropped,
     scaled and rounded to an integer for `int`), a bool, or the text."""
     text = text.strip()
+    if rule.unit is not None:
+        return quantity(text, rule.unit)
     if rule.map is not None:
         if text not in rule.map:
             raise ValueError(f"{text!r} is not one of {sorted(rule.map)}")
@@ -105,6 +125,12 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
             _set(obs, dotted, convert(m.group(1), rule))
         except ValueError as exc:
             raise ValueError(f"plan.log.fields.{dotted}: the engine printed {m.group(0)!r}: {exc}") from None
+    if plan.message:
+        m = re.search(plan.message, text, re.MULTILINE)
+        if m:
+            obs["message"] = m.group(1).strip()
+        else:
+            unparsed.append("message")
     lines = text.splitlines()
     for i, (dotted, value, regex) in enumerate(plan.lists):
         if any(matcher.search(regex, line, f"plan.log.lists[{i}].regex") for line in lines):
@@ -112,7 +138,7 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
             if value not in target:
                 target.append(value)
     if plan.trace_step:
-        steps = [{g: int(m.group(g)) for g in TRACE_GROUPS}
+        steps = [{g: int(m.group(g).replace(",", "")) for g in TRACE_GROUPS}
                  for m in (matcher.search(plan.trace_step, line, "plan.log.trace_step") for line in lines) if m]
         obs["trace"] = {"steps": steps} if steps else None
     obs["provenance"]["glue"] = [{

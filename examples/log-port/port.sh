@@ -3,8 +3,8 @@
 # `plan.log`: the engine file's regexes read these lines, nothing else. Run:
 #   port.sh --dry-run --method M --k K --max-num-seqs N --max-num-batched-tokens T --max-model-len L
 #           --kv-cache-bytes B [--draft DIR] [--defects LIST]
-# Defects: draft-kv-outside-bound -> one draft KV store per batch row beside the pool (bug 1).
-# The `kv pool:` line is the pool's ledger (attention KV, recurrent state, draft KV within bound_bytes).
+# Sound: the draft KV is a store of the pool (its ledger line itemizes it). Defects: draft-kv-outside-bound ->
+# one draft KV store per batch row beside the pool (bug 1).
 set -euo pipefail
 draft="" defects=""
 while (( $# )); do
@@ -45,22 +45,17 @@ active=$max_num_seqs
 if (( lookahead > 0 && mnbt / lookahead < active )); then active=$((mnbt / lookahead)); fi
 echo "scheduler: max_num_batched_tokens=$mnbt max_num_scheduled_tokens=$mnbt drafting_slots_per_request=$slots lookahead_tokens=$lookahead max_num_seqs=$max_num_seqs max_active_seqs=$active"
 echo "kv cache: bound_bytes=$kv_bytes (--kv-cache-memory-bytes)"
-per_request=0
 if [[ -n "$draft" ]]; then
   layers=$(json_int num_hidden_layers "$draft/config.json")
   heads=$(json_int num_key_value_heads "$draft/config.json")
   head_dim=$(json_int head_dim "$draft/config.json")
   pages=$(( (max_model_len + 15) / 16 + 1 ))
   per_request=$(( pages * 16 * layers * 2 * heads * head_dim * 2 ))
+  total=$(( per_request * max_num_seqs ))
 fi
-total=$(( per_request * max_num_seqs ))
-# The pool: one allocation of bound_bytes; its draft KV share (none with the defect: the store is beside
-# it), the rest split evenly between attention KV and recurrent state.
-in_pool=$total
-if [[ ",$defects," == *",draft-kv-outside-bound,"* ]]; then in_pool=0; fi
-if (( in_pool > kv_bytes )); then in_pool=$kv_bytes; fi
-attention=$(( (kv_bytes - in_pool) / 2 ))
-echo "kv pool: attention_kv=$attention recurrent_state=$(( kv_bytes - in_pool - attention )) draft_kv=$in_pool bytes"
+if [[ -n "$draft" && -n "${kv_bytes:-}" && ",$defects," != *",draft-kv-outside-bound,"* ]]; then
+  echo "kv cache pool: attention_kv=$(( kv_bytes - total )) draft_kv=$total bytes, every store inside bound_bytes"
+fi
 if [[ -n "$draft" && ",$defects," == *",draft-kv-outside-bound,"* ]]; then
   mib() { awk -v b="$1" 'BEGIN { printf "%.3f", b / 1048576 }'; }
   echo "draft speculative context is limited to $((pages * 16)) tokens ($pages pages x 16, $(mib $per_request) MiB per concurrent request across $layers draft layers, so $(mib $total) MiB of device memory at max_num_seqs $max_num_seqs — NOT counted by gpu_memory_utilization)"

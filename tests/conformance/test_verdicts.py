@@ -40,11 +40,11 @@ def test_budget_parity():
     assert v.failed and any("max_num_scheduled_tokens" in d for d in v.details)
     assert budget_parity_with_vllm(obs(), refused("vllm"), SPEC, "s").failed
     assert budget_parity_with_vllm(refused("reference"), refused("vllm"), SPEC, "s").outcome == "pass"
-    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "max_num_scheduled_tokens",
+    spec = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "max_num_scheduled_tokens",
                                              "expected": 90, "reason": "x"}])
     assert budget_parity_with_vllm(obs(max_scheduled=90), obs("vllm"), spec, "s").outcome == "pass"
     assert budget_parity_with_vllm(obs(max_scheduled=91), obs("vllm"), spec, "s").failed  # not the documented value
-    status = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "status", "expected": "refused",
+    status = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "status", "expected": "refused",
                                                "reason": "k past the drafter's block"}])
     assert budget_parity_with_vllm(refused("reference"), obs("vllm"), status, "s").outcome == "pass"
     assert budget_parity_with_vllm(obs(), obs("vllm"), status, "s").failed                  # not what it documents
@@ -56,7 +56,7 @@ def test_active_seqs_and_seats():
     assert active_seqs_not_below_sglang(obs(seats=8.5, active=2), obs("sglang", active=8), SPEC, "s").outcome == "pass"
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), SPEC, "s").failed
     assert active_seqs_not_below_sglang(obs(), refused("sglang"), SPEC, "s").outcome == "skip"
-    doc = dict(SPEC, intended_differences=[{"engine": "sglang", "field": "max_active_seqs", "expected": 6,
+    doc = dict(SPEC, intended_differences=[{"oracle": "sglang", "engines": ["reference"], "field": "max_active_seqs", "expected": 6,
                                             "reason": "SGLang caps by state slots"}])
     assert active_seqs_not_below_sglang(obs(seats=6.9), obs("sglang", active=7), doc, "s").outcome == "pass"
     assert active_seqs_not_below_sglang(obs(seats=5.9), obs("sglang", active=7), doc, "s").failed  # not the value
@@ -66,7 +66,7 @@ def test_active_seqs_and_seats():
     assert v.failed and "fewer" in v.message and "-0.5 seats" in v.message
     v = seats_equal_vllm(obs(seats=5.0), obs("vllm", seats=4.0), SPEC, "s")   # more seats: something not counted
     assert v.failed and "not counted" in v.message
-    seats = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "memory.max_concurrency", "expected": 3.5,
+    seats = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "memory.max_concurrency", "expected": 3.5,
                                               "reason": "vLLM packs its pages otherwise on this device"}])
     assert seats_equal_vllm(obs(seats=3.5), obs("vllm", seats=4.0), seats, "s").outcome == "pass"
     assert seats_equal_vllm(obs(seats=3.0), obs("vllm", seats=4.0), seats, "s").failed   # not the documented value
@@ -142,14 +142,17 @@ def test_check_table_is_keyed_by_role_not_name():
 def test_unified_pool_seats():
     from conformance.verdicts import unified_pool_seats
 
-    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=36.0), 32, "s").outcome == "pass"
-    assert unified_pool_seats(obs(seats=20.0, active=32), obs("vllm", seats=36.0), 32, "s").failed
-    assert unified_pool_seats(obs(seats=36.0, active=28), obs("vllm", seats=36.0), 32, "s").failed
-    split = obs(seats=36.0, active=32)
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=36.0), SPEC, 32, "s").outcome == "pass"
+    assert unified_pool_seats(obs(seats=20.0, active=32), obs("vllm", seats=36.0), SPEC, 32, "s").failed
+    assert unified_pool_seats(obs(seats=36.0, active=28), obs("vllm", seats=36.0), SPEC, 32, "s").failed
+    split = obs(seats=36.0, active=32)      # two pools carved from one bound (SGLang's shape): the outcome counts
     split["memory"]["pool"]["unified"] = False
-    assert unified_pool_seats(split, obs("vllm", seats=36.0), 32, "s").failed
+    assert unified_pool_seats(split, obs("vllm", seats=36.0), SPEC, 32, "s").outcome == "pass"
+    beside = obs(seats=36.0, active=32, outside=("recurrent_state",))   # the second pool outside the bound
+    beside["memory"]["pool"]["unified"] = False
+    assert unified_pool_seats(beside, obs("vllm", seats=36.0), SPEC, 32, "s").failed
     # the case itself is wrong when vLLM has no room for 32
-    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=20.0), 32, "s").failed
+    assert unified_pool_seats(obs(seats=36.0, active=32), obs("vllm", seats=20.0), SPEC, 32, "s").failed
 
 
 def test_draft_kv_scaling():
@@ -161,12 +164,12 @@ def test_draft_kv_scaling():
         o["memory"]["per_sequence"].update(attention_kv_bytes=10, recurrent_state_bytes=5, draft_kv_bytes=per_draft)
         return o
 
-    v = draft_kv_scaling(sized(8), sized(32))
+    v = draft_kv_scaling(sized(8), sized(32), SPEC)
     assert v.outcome == "pass" and "draft KV 80 B" in v.message and "draft KV 320 B" in v.message
-    assert draft_kv_scaling(sized(8), sized(32, bound=500)).failed          # 32 x 25 B over the bound
-    assert draft_kv_scaling(sized(8), sized(32, per_draft=11)).failed       # per-sequence cost differs
-    assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",))).failed
-    assert draft_kv_scaling(sized(8), sized(8)).failed                       # nothing grows
+    assert draft_kv_scaling(sized(8), sized(32, bound=500), SPEC).failed          # 32 x 25 B over the bound
+    assert draft_kv_scaling(sized(8), sized(32, per_draft=11), SPEC).failed       # per-sequence cost differs
+    assert draft_kv_scaling(sized(8), sized(32, outside=("draft_kv",)), SPEC).failed
+    assert draft_kv_scaling(sized(8), sized(8), SPEC).failed                       # nothing grows
 
 
 def test_trace_documented_difference_after_preemption():
@@ -177,7 +180,7 @@ def test_trace_documented_difference_after_preemption():
         return o
 
     vllm = traced("vllm", [(100, 0), (50, 1), (10, 0)])
-    spec = dict(SPEC, intended_differences=[{"engine": "vllm", "field": "trace",
+    spec = dict(SPEC, intended_differences=[{"oracle": "vllm", "engines": ["reference"], "field": "trace",
                                              "expected": "equal_until_first_preemption", "reason": "no prefix cache"}])
     assert trace_equals_vllm(traced("reference", [(100, 0), (50, 1), (60, 0)]), vllm, spec, "s").outcome == "pass"
     assert trace_equals_vllm(traced("reference", [(100, 0), (40, 1), (10, 0)]), vllm, spec, "s").failed  # too early

@@ -36,7 +36,8 @@ KNOWN_DIFFERENCES = {
 def _documented_seats(case) -> float | None:
     """The seats a case documents for the engine where vLLM's differ (field memory.max_concurrency)."""
     return next((float(d["expected"]) for d in case.spec.get("intended_differences", [])
-                 if d["engine"] == "vllm" and d["field"] == "memory.max_concurrency"), None)
+                 if d["oracle"] == "vllm" and {"reference", "*"} & set(d["engines"])
+                 and d["field"] == "memory.max_concurrency"), None)
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ def test_bomb_under_an_unknown_key_of_a_case(tmp_path):
 def test_bomb_inside_intended_differences_expected(tmp_path):
     bomb = tmp_path / "bomb-expected.yaml"
     bomb.write_text(CASE.replace("id: tiny-dflash-c4-k8", "id: bomb") + "intended_differences:\n"
-                    "  - engine: vllm\n    field: budget.max_active_seqs\n    reason: a bomb\n    expected:\n"
+                    "  - oracle: vllm\n    engines: [reference]\n    field: budget.max_active_seqs\n    reason: a bomb\n    expected:\n"
                     + alias_bomb(indent="      "))
     ran = cli(["run", "--engines", "reference", "--cases", str(bomb), "--out", str(tmp_path / "reports")], tmp_path)
     _check_refused(ran, bomb)

@@ -1,0 +1,123 @@
+"""Memory verdicts on the outcome and the engine's own words, with vLLM's and SGLang's recorded documents:
+a layout difference is told from an accounting one, SGLang's two pools carved from one bound seat 32, and a
+DFlash plan that does not say where its draft KV lives passes no bound check."""
+
+from __future__ import annotations
+
+import copy
+
+from conformance.cases import find_case
+from conformance.check_table import CHECKS, evaluate, oracle_document
+from conformance.goldens import find_golden
+from conformance.harness.engine_file import load_engine_file
+from conformance.verdicts import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
+from conformance import paths
+
+
+def oracle(name: str, case_id: str) -> dict:
+    doc, why = oracle_document(name, case_id, find_golden, lambda e, c: None)
+    assert doc is not None, why
+    return doc
+
+
+def judged(check: str, obs: dict, case_id: str, partner: dict | None = None):
+    """One check of the check table, as `conformance run` and the suites evaluate it (vLLM's goldens)."""
+    spec = next(c for c in CHECKS if c.name == check)
+    return evaluate(spec, obs, find_case(case_id).spec, find_golden, lambda e, c: None, partner)
+
+
+def as_port(doc: dict, name: str = "my-port") -> dict:
+    o = copy.deepcopy(doc)
+    o["engine"] = {"name": name, "version": "0.1"}
+    return o
+
+
+def sixteen_token_pages(vllm: dict) -> dict:
+    """vLLM's plan re-paged as a port that pages attention in 16-token blocks: no hybrid block, an
+    unpadded state page, no group padding; every store still in the one pool."""
+    port = as_port(vllm)
+    mem = port["memory"]
+    pool, ledger, per = mem["pool"], mem["ledger_bytes"], mem["per_sequence"]
+    pool.update(block_size_tokens=16, page_size_bytes=pool["page_size_bytes"] - 4096)
+    pool.pop("groups", None)
+    ledger["attention_kv"] += ledger.pop("padding") + ledger.pop("unused")
+    per["attention_kv_bytes"] -= 16 * 4096
+    mem["max_concurrency"] = vllm["memory"]["max_concurrency"] * 1.2
+    return port
+
+
+def test_sixteen_token_pages_fail_as_a_layout_difference_named_with_vllms_figures_and_functions():
+    vllm = oracle("vllm", "seed-unified-pool-c32-k8")
+    spec = find_case("seed-unified-pool-c32-k8").spec
+    port = sixteen_token_pages(vllm)
+    block = vllm["memory"]["pool"]["block_size_tokens"]
+    padded = next(o["value"][-1] for o in vllm["provenance"]["overrides"] if "mamba_page_size_padded" in o["name"])
+    align = next(f for f in vllm["provenance"]["functions"] if f.endswith("_align_hybrid_block_size"))
+    for v in (seats_equal_vllm(port, vllm, spec, "s"), per_sequence_equals_vllm(port, vllm, spec, "s")):
+        text = v.message + "\n".join(v.details)
+        assert v.failed and "layout difference" in text, v
+        assert "not counted" not in v.message and "accounting" not in text, v
+        assert f"vLLM's is {block:,}" in text and f"pads the Mamba page to {padded:,} B" in text, text
+        assert align in text and "get_global_kv_cache_groups" in text and "group padding" in text, text
+
+
+def test_a_store_left_out_of_the_ledger_fails_as_an_accounting_difference():
+    vllm = oracle("vllm", "seed-unified-pool-c32-k8")
+    spec = find_case("seed-unified-pool-c32-k8").spec
+    port = as_port(vllm)
+    port["memory"]["ledger_bytes"]["draft_kv"] = None
+    port["memory"]["per_sequence"]["draft_kv_bytes"] = 0
+    port["memory"]["max_concurrency"] = vllm["memory"]["max_concurrency"] * 1.1
+    v = seats_equal_vllm(port, vllm, spec, "s")
+    assert v.failed and "accounting difference" in v.message and "draft_kv" in v.message, v
+    from conformance.memory_facts import pool_differences
+
+    assert pool_differences(port, vllm).kind == "accounting"
+
+
+def test_sglangs_two_pools_carved_from_one_bound_seat_32_but_a_pool_beside_the_bound_fails():
+    sglang = oracle("sglang", "seed-unified-pool-c32-k8")
+    port = as_port(sglang, "sglang-like-port")
+    assert port["memory"]["pool"]["unified"] is False
+    v = judged("memory.unified_pool_seats", port, "seed-unified-pool-c32-k8")
+    assert v.outcome == "pass", v
+    beside = copy.deepcopy(port)
+    beside["memory"]["outside_bound"] = sorted(set(beside["memory"]["outside_bound"]) | {"recurrent_state"})
+    v = judged("memory.unified_pool_seats", beside, "seed-unified-pool-c32-k8")
+    assert v.failed and "recurrent_state" in v.message and "beside the bound" in v.message, v
+
+
+def _log_port_without_its_lists_rule(tmp_path):
+    """examples/log-port's bug-1 variant whose engine file does not map the 'NOT counted' line."""
+    import yaml
+
+    doc = yaml.safe_load((paths.REPO_ROOT / "examples/log-port/engine-draft-outside.yaml").read_text())
+    del doc["plan"]["log"]["lists"]
+    doc["plan"]["log"]["argv"][0] = str(paths.REPO_ROOT / "examples/log-port/port.sh")
+    f = tmp_path / "no-lists.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return load_engine_file(f)
+
+
+def test_a_dflash_plan_that_does_not_say_where_its_draft_kv_lives_passes_no_bound_check(tmp_path):
+    from conformance.harness.plan_command import plan_one
+
+    engine = _log_port_without_its_lists_rule(tmp_path)
+    small, large = find_case("seed-draft-kv-c8"), find_case("seed-draft-kv-c32")
+    o8, o32 = (plan_one(engine, c, tmp_path, i) for i, c in enumerate((small, large)))
+    assert o8["status"] == o32["status"] == "ok" and o8["memory"]["outside_bound"] == []
+    for check in ("memory.inside_bound", "memory.ledger_holds_seats", "memory.draft_kv_scaling"):
+        v = judged(check, o8, small.id, partner=o32)
+        assert v.failed and "draft KV" in v.message, v
+
+
+def test_a_plan_that_itemizes_its_pool_with_the_draft_kv_places_it():
+    from conformance.memory_facts import draft_kv_location
+
+    vllm = oracle("vllm", "seed-draft-kv-c8")
+    spec = find_case("seed-draft-kv-c8").spec
+    assert draft_kv_location(vllm, spec)[0] == "pool"
+    assert inside_the_bound(as_port(vllm), spec).outcome == "pass"
+    hidden = as_port(vllm)
+    hidden["memory"]["ledger_bytes"]["attention_kv"] = None
+    assert draft_kv_location(hidden, spec)[0] == "unknown"
