@@ -7,6 +7,12 @@ path (`--engines reference,vllm,./port.yaml`). Every needed case is planned once
 session in one adapter process (shared across xdist workers through a file-locked store).
 
 Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --verdicts-out FILE
+         --expectations FILE (repeatable)   --goldens-dir DIR
+
+Expectations (`conformance.expectations`): a suite test that an entry marks as a known failure is
+marked `xfail(strict=True)` at collection: its failure is reported as xfailed, its pass as
+XPASS(strict), which fails the run (the known failure is fixed: remove the entry); a failure no
+entry names fails as usual. The terminal summary lists the three apart.
 """
 
 from __future__ import annotations
@@ -28,6 +34,25 @@ _CASES = pytest.StashKey[dict]()
 _NEEDED = pytest.StashKey[dict]()
 _RESULTS = pytest.StashKey[list]()
 _ENGINES = pytest.StashKey[dict]()
+_EXPECTATIONS = pytest.StashKey[tuple]()
+EXPECTED_FAILURE_PROPERTY = "expected_failure"
+
+
+def _load_expectations(config: pytest.Config) -> tuple:
+    files = config.getoption("--expectations", default=None) or []
+    if not files:
+        return ()
+    from conformance.expectations import ExpectationsError, load_expectations
+
+    try:
+        return load_expectations(files)
+    except ExpectationsError as exc:
+        raise pytest.UsageError(f"--expectations: {exc}") from None
+
+
+def _goldens_dir(config: pytest.Config) -> Path | None:
+    d = config.getoption("--goldens-dir", default=None)
+    return Path(d).expanduser().resolve() if d else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,11 +64,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--parity-report", default=None, metavar="DIR", help="write the HTML parity report here")
     g.addoption("--verdicts-out", default=None, metavar="FILE",
                 help="write every suite verdict (check, engine, case, outcome) here as JSON lines")
+    g.addoption("--expectations", action="append", default=[], metavar="FILE",
+                help="an engine's known failures (YAML, conformance/schemas/expectations.schema.json): "
+                     "expected failures xfail, an expected failure that passes fails the run (repeatable)")
+    g.addoption("--goldens-dir", default=None, metavar="DIR",
+                help="where engines under test keep their goldens (DIR/<suite>/...); oracles' goldens stay "
+                     "the framework's (default: the framework's goldens/)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
+    config.stash[_EXPECTATIONS] = _load_expectations(config)
     config.pluginmanager.register(_VerdictCollector(config), "dflash-conformance-verdicts")
     _pin_worker_gpu(config)
 
@@ -160,9 +192,10 @@ class ConformanceSession:
         self.engines: dict[str, EngineFile] = _selected_engines(config)
         self.cases: dict[str, Case] = _all_cases(config)
         from conformance.check_table import memoized
-        from conformance.goldens import find_golden
+        from conformance.goldens import golden_lookup
 
-        self.golden_lookup = memoized(find_golden)   # (suite, engine, case_id) -> golden, read once
+        roles = {n: e.role for n, e in self.engines.items()}
+        self.golden_lookup = memoized(golden_lookup(roles, _goldens_dir(config)))   # read once per key
 
     def engine(self, name: str) -> EngineFile:
         return self.engines[name]
@@ -202,10 +235,51 @@ def observation(request: pytest.FixtureRequest, engine: str, case: Case, conform
 
 
 @pytest.fixture
-def golden(snapshot):
-    from conformance.goldens import GoldenExtension
+def golden(snapshot, request: pytest.FixtureRequest):
+    """syrupy's snapshot with the golden extension: an engine under test's golden under --goldens-dir
+    when given, an oracle's (and any test without an engine) in the framework's goldens/."""
+    from conformance.goldens import extension_for, goldens_root_of
 
-    return snapshot.use_extension(GoldenExtension)
+    root = None
+    engine = getattr(getattr(request.node, "callspec", None), "params", {}).get("engine")
+    if engine is not None:
+        role = _selected_engines(request.config)[engine].role
+        root = goldens_root_of(role, _goldens_dir(request.config))
+    return snapshot.use_extension(extension_for(root))
+
+
+def _check_name(item: pytest.Item) -> str | None:
+    """The check a suite test judges: its `check` parameter's name, or `<suite>.golden`."""
+    from conformance.suite import KIND_ATTR, SUITE_ATTR
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    fn = getattr(item, "function", None)
+    if "engine" not in params or "case" not in params or params["engine"] is None:
+        return None
+    if params.get("check") is not None:
+        return params["check"].name
+    if getattr(fn, KIND_ATTR, None) == "golden":
+        return f"{getattr(fn, SUITE_ATTR)}.golden"
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each suite test an expectations entry names as a strict xfail (see the module docstring)."""
+    entries = config.stash.get(_EXPECTATIONS, ())
+    if not entries:
+        return
+    from conformance.expectations import find
+
+    for item in items:
+        check = _check_name(item)
+        if check is None:
+            continue
+        entry = find(entries, check, item.callspec.params["engine"], item.callspec.params["case"].id)
+        if entry is None:
+            continue
+        item.add_marker(pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
+                                          reason=f"expected failure: {entry.describe()}"))
+        item.user_properties.append((EXPECTED_FAILURE_PROPERTY, entry.describe()))
 
 
 class _VerdictCollector:
@@ -228,8 +302,12 @@ class _VerdictCollector:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Under --snapshot-update: what moved in every golden that was rewritten."""
+    """Under --expectations: expected failures, unexpected passes and new failures, each listed apart.
+    Under --snapshot-update: what moved in every golden that was rewritten."""
     from conformance.goldens import UPDATE_PROPERTY
+
+    if config.stash.get(_EXPECTATIONS, ()):
+        _expectations_summary(terminalreporter)
 
     moved = [value for reports in terminalreporter.stats.values() for r in reports
              if isinstance(r, pytest.TestReport) and r.when == "call"
@@ -238,6 +316,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.section("golden updates")
         for text in moved:
             terminalreporter.write_line(text)
+
+
+def _expectations_summary(terminalreporter) -> None:
+    expected, unexpected, new = [], [], []
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if not isinstance(r, pytest.TestReport) or r.when != "call" and not (r.when == "setup" and r.failed):
+                continue
+            entry = dict(r.user_properties).get(EXPECTED_FAILURE_PROPERTY)
+            if hasattr(r, "wasxfail") and r.skipped:
+                expected.append(f"{r.nodeid}: {entry}")
+            elif entry is not None and r.failed and str(r.longrepr).startswith("[XPASS(strict)]"):
+                unexpected.append(f"{r.nodeid}: passed, but {entry}: remove the entry")
+            elif r.failed:
+                new.append(r.nodeid)
+    terminalreporter.section("expectations")
+    for title, lines in (("expected failures", expected), ("unexpected passes (fail the run)", unexpected),
+                         ("new failures (fail the run)", new)):
+        terminalreporter.write_line(f"{title}: {len(lines)}")
+        for line in lines:
+            terminalreporter.write_line(f"  {line}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -1,4 +1,8 @@
-"""The terminal summary of a run: the cases x engines matrix and the failed checks (rich)."""
+"""The terminal summary of a run: the cases x engines matrix and the failed checks (rich).
+
+With expectations (`conformance.expectations`), three lists apart: new failures (`FAIL`, they fail
+the run), unexpected passes (`XPASS`, they fail the run: remove the entry) and expected failures
+(`XFAIL`, with the entry's reason and link); entries that matched no verdict are named as unused."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from conformance.expectations import classify
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import MISSING_GOLDEN
 
@@ -33,18 +38,24 @@ def print_summary(console: Console, report: RunReport, index: Path | None = None
         if e.state != "planned":
             console.print(f"[dim]{escape(e.name)}: {escape(e.state)}: {escape(e.note)}[/]")
     failed = [v for v in report.verdicts if v.failed]
-    no_golden = [v for v in failed if v.cause == MISSING_GOLDEN]
+    sorted_verdicts = classify(report.verdicts, report.expectations)
+    new_failures = list(sorted_verdicts.new_failures)
+    no_golden = [v for v in new_failures if v.cause == MISSING_GOLDEN]
     if no_golden:
         engines_missing = sorted({v.engine for v in no_golden if v.check.endswith(".golden")})
         console.print(f"[red]FAIL[/] {len(no_golden)} check(s) have no golden to compare with"
                       + (f" (record them: pytest suites --engines {','.join(engines_missing)} --snapshot-update)"
                          if engines_missing else ""))
-    listed = [v for v in failed if v.cause != MISSING_GOLDEN]
+    listed = [v for v in new_failures if v.cause != MISSING_GOLDEN]
+    if report.expectations:
+        console.print(f"[bold]new failures: {len(new_failures)}[/] (not in the expectations: they fail the run)")
     for v in listed[:MAX_LISTED_FAILURES]:
         console.print(f"[red]FAIL[/] {escape(v.engine)} {escape(v.case_id)} {escape(v.check)}: "
                       f"{escape(v.message.splitlines()[0] if v.message else '')}")
     if len(listed) > MAX_LISTED_FAILURES:
         console.print(f"... and {len(listed) - MAX_LISTED_FAILURES} more failed checks (see the report)")
+    if report.expectations:
+        _print_expectations(console, sorted_verdicts)
     for case in report.cases:
         for e in engines:
             obs = report.observation(case.id, e.name)
@@ -54,8 +65,29 @@ def print_summary(console: Console, report: RunReport, index: Path | None = None
                               f"{escape(first[0] if first else '')}")
     counts = outcome_counts(report)
     console.print(" · ".join(f"{o}: {counts[o]}" for o in OUTCOMES)
-                  + f" · checks failed: {len(failed)} of {len(report.verdicts)}")
+                  + f" · checks failed: {len(failed)} of {len(report.verdicts)}"
+                  + (f" · expected failures: {len(sorted_verdicts.expected_failures)} · unexpected passes: "
+                     f"{len(sorted_verdicts.unexpected_passes)} · new failures: {len(new_failures)}"
+                     if report.expectations else ""))
     if index:
         console.print(f"report: {escape(str(index))}")
     if junit:
         console.print(f"junit:  {escape(str(junit))}")
+
+
+def _print_expectations(console: Console, sorted_verdicts) -> None:
+    unexpected = sorted_verdicts.unexpected_passes
+    console.print(f"[bold]unexpected passes: {len(unexpected)}[/] (expected to fail, passed: they fail the run)")
+    for v, entry in unexpected[:MAX_LISTED_FAILURES]:
+        console.print(f"[red]XPASS[/] {escape(v.engine)} {escape(v.case_id)} {escape(v.check)}: expected to fail "
+                      f"({escape(entry.describe())}), now passes: remove the entry")
+    expected = sorted_verdicts.expected_failures
+    console.print(f"[bold]expected failures: {len(expected)}[/] (known, in the expectations: they do not fail the run)")
+    for v, entry in expected[:MAX_LISTED_FAILURES]:
+        console.print(f"[yellow]XFAIL[/] {escape(v.engine)} {escape(v.case_id)} {escape(v.check)}: "
+                      f"{escape(entry.reason)} ({escape(entry.link)})")
+    if len(expected) > MAX_LISTED_FAILURES:
+        console.print(f"... and {len(expected) - MAX_LISTED_FAILURES} more expected failures (see the report)")
+    for entry in sorted_verdicts.unused:
+        console.print(f"[dim]unused expectation {escape(entry.source)} ({escape(entry.check)} on "
+                      f"{escape(entry.case)}): no verdict of this run matches it[/]")

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from conformance.expectations import Expectation
 from conformance.verdicts import Verdict
 
 OUTCOMES = ("pass", "fail", "refused", "error", "not run")
@@ -58,6 +59,8 @@ class RunReport:
     interrupted: bool = False
     origin: str = "conformance run"
     selection: str = ""
+    expectations: tuple[Expectation, ...] = ()                # the known failures the run was judged with
+    goldens_dir: str | None = None                            # where engines under test keep their goldens
 
     @property
     def matrix_engines(self) -> tuple[EngineEntry, ...]:
@@ -91,6 +94,10 @@ def outcome_counts(report: RunReport) -> dict[str, int]:
 
 
 def failed_run(report: RunReport) -> bool:
-    """True when the run must exit non-zero: a failed check, or an engine error (nothing passes silently)."""
+    """True when the run must exit non-zero: an engine error, a failed check no expectation names, or
+    an expected failure that passed (nothing passes silently; `job.exit_status` says which code)."""
+    from conformance.expectations import classify
+
     counts = outcome_counts(report)
-    return bool(counts["fail"] or counts["error"] or any(v.failed for v in report.verdicts))
+    return bool(counts["error"] or any(e.state == "failed" for e in report.engines)
+                or classify(report.verdicts, report.expectations).gate_fails)
