@@ -17,7 +17,9 @@ Contract:
   a failed verdict an entry matches is an expected failure; a failed one no entry matches is a new
   failure; a passing verdict an entry matches is an unexpected pass (the bug is fixed: remove the
   entry); skipped verdicts are none of these. Entries that matched no verdict are listed as unused.
-  A run with expectations fails only on new failures and unexpected passes.
+  A failed check of an oracle other than its golden is a finding about the oracle
+  (`report.model.is_finding`), listed apart, never a new failure. A run fails only on new failures
+  and unexpected passes.
 """
 
 from __future__ import annotations
@@ -121,6 +123,7 @@ class Classified:
     unexpected_passes: tuple[tuple[Verdict, Expectation], ...] = ()
     new_failures: tuple[Verdict, ...] = ()
     unused: tuple[Expectation, ...] = field(default=())
+    findings: tuple[Verdict, ...] = ()       # oracles' failed checks (not their goldens): facts, not failures
 
     @property
     def gate_fails(self) -> bool:
@@ -128,10 +131,15 @@ class Classified:
         return bool(self.new_failures or self.unexpected_passes)
 
 
-def classify(verdicts: Iterable[Verdict], entries: Sequence[Expectation]) -> Classified:
-    expected, unexpected, new = [], [], []
+def classify(verdicts: Iterable[Verdict], entries: Sequence[Expectation],
+             oracles: frozenset[str] | set[str] = frozenset()) -> Classified:
+    """`oracles`: the run's oracle engines, whose failed checks (not goldens) are findings."""
+    expected, unexpected, new, findings = [], [], [], []
     used: set[int] = set()
     for v in verdicts:
+        if v.failed and v.engine in oracles and not v.check.endswith(".golden"):
+            findings.append(v)
+            continue
         entry = find(entries, v.check, v.engine, v.case_id)
         if entry is not None and v.outcome in (FAIL, PASS):
             used.add(id(entry))
@@ -139,4 +147,5 @@ def classify(verdicts: Iterable[Verdict], entries: Sequence[Expectation]) -> Cla
             (expected.append((v, entry)) if entry is not None else new.append(v))
         elif v.outcome == PASS and entry is not None:
             unexpected.append((v, entry))
-    return Classified(tuple(expected), tuple(unexpected), tuple(new), tuple(e for e in entries if id(e) not in used))
+    return Classified(tuple(expected), tuple(unexpected), tuple(new), tuple(e for e in entries if id(e) not in used),
+                      tuple(findings))

@@ -82,9 +82,18 @@ def goldens_root_of(role: str, under_test_root: Path | None) -> Path:
 
 
 def golden_lookup(roles: Mapping[str, str], under_test_root: Path | None):
-    """`find_golden` with each engine's goldens in its role's directory (`goldens_root_of`)."""
+    """`find_golden` with each engine's goldens in its role's directory (`goldens_root_of`). An engine
+    `roles` does not name (the oracle a check compares with, not planned in this run) takes the role
+    of its engine file."""
+    def role(engine: str) -> str:
+        if engine in roles:
+            return roles[engine]
+        from conformance.job.judge import roles_from_meta
+
+        return roles_from_meta(None, [engine])[engine]
+
     def lookup(suite: str, engine: str, case_id: str) -> dict[str, Any]:
-        return find_golden(suite, engine, case_id, goldens_root_of(roles.get(engine, "under-test"), under_test_root))
+        return find_golden(suite, engine, case_id, goldens_root_of(role(engine), under_test_root))
     return lookup
 
 

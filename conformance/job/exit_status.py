@@ -1,6 +1,7 @@
 """`conformance run`'s exit status, by outcome: what a team's CI gates on (stable; README "Exit status").
 
-    0  every check passed, or failed only where an expectations file says it is known to
+    0  every check passed, or failed only where an expectations file says it is known to (an
+       oracle's own findings never fail a run)
     1  a check failed that no expectation names (a new failure), or an expected failure passed
        (an unexpected pass: remove the entry)
     2  bad input: a case, engine file, expectations file or option the framework cannot use
@@ -28,4 +29,4 @@ def engine_errored(report: RunReport) -> bool:
 def run_exit_status(report: RunReport) -> int:
     if engine_errored(report):
         return ENGINE_ERROR
-    return CHECK_FAILED if classify(report.verdicts, report.expectations).gate_fails else PASSED
+    return CHECK_FAILED if classify(report.verdicts, report.expectations, report.oracles).gate_fails else PASSED

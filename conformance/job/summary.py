@@ -13,32 +13,34 @@ from rich.markup import escape
 from rich.table import Table
 
 from conformance.expectations import classify
+from conformance.report.families import cell_families
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import MISSING_GOLDEN
 
-STYLES = {"pass": "bold green", "fail": "bold red", "refused": "yellow", "error": "bold magenta",
-          "not run": "dim"}
+STYLES = {"pass": "bold green", "fail": "bold red", "finding": "bold blue", "refused": "yellow",
+          "error": "bold magenta", "not run": "dim"}
 MAX_LISTED_FAILURES = 40
 
 
 def print_summary(console: Console, report: RunReport, index: Path | None = None, junit: Path | None = None) -> None:
     table = Table(title=f"conformance run {report.run_id}" + (" (interrupted)" if report.interrupted else ""))
-    table.add_column("case")
+    table.add_column("case", overflow="fold")
     engines = report.matrix_engines
-    for e in engines:
-        table.add_column(f"{e.name} {e.version or ''}".strip(), justify="center")
+    for e in engines:   # full names: a column folds its header, never cuts it
+        table.add_column(escape(f"{e.name} {e.version or ''}".strip()), justify="center", overflow="fold")
     for case in report.cases:
         cells = []
         for e in engines:
             outcome = cell_outcome(report, case.id, e.name)
-            cells.append(f"[{STYLES[outcome]}]{outcome}[/]")
+            families = cell_families(report.verdicts_of(case.id, e.name)) if outcome in ("fail", "finding") else []
+            cells.append(f"[{STYLES[outcome]}]{outcome}[/]" + (f" ({', '.join(families)})" if families else ""))
         table.add_row(escape(case.id), *cells)
     console.print(table)
     for e in report.engines:
         if e.state != "planned":
             console.print(f"[dim]{escape(e.name)}: {escape(e.state)}: {escape(e.note)}[/]")
     failed = [v for v in report.verdicts if v.failed]
-    sorted_verdicts = classify(report.verdicts, report.expectations)
+    sorted_verdicts = classify(report.verdicts, report.expectations, report.oracles)
     new_failures = list(sorted_verdicts.new_failures)
     no_golden = [v for v in new_failures if v.cause == MISSING_GOLDEN]
     if no_golden:
@@ -56,6 +58,9 @@ def print_summary(console: Console, report: RunReport, index: Path | None = None
         console.print(f"... and {len(listed) - MAX_LISTED_FAILURES} more failed checks (see the report)")
     if report.expectations:
         _print_expectations(console, sorted_verdicts)
+    for v in sorted_verdicts.findings:
+        console.print(f"[blue]FINDING[/] about the oracle {escape(v.engine)} {escape(v.case_id)} {escape(v.check)} "
+                      f"(not a failure): {escape(v.message.splitlines()[0] if v.message else '')}")
     for case in report.cases:
         for e in engines:
             obs = report.observation(case.id, e.name)
@@ -79,8 +84,8 @@ def _print_expectations(console: Console, sorted_verdicts) -> None:
     unexpected = sorted_verdicts.unexpected_passes
     console.print(f"[bold]unexpected passes: {len(unexpected)}[/] (expected to fail, passed: they fail the run)")
     for v, entry in unexpected[:MAX_LISTED_FAILURES]:
-        console.print(f"[red]XPASS[/] {escape(v.engine)} {escape(v.case_id)} {escape(v.check)}: expected to fail "
-                      f"({escape(entry.describe())}), now passes: remove the entry")
+        console.print(f"[red]XPASS[/] {escape(v.engine)} {escape(v.case_id)} {escape(v.check)}: expected to fail: "
+                      f"{escape(entry.describe())}; now passes: remove the entry")
     expected = sorted_verdicts.expected_failures
     console.print(f"[bold]expected failures: {len(expected)}[/] (known, in the expectations: they do not fail the run)")
     for v, entry in expected[:MAX_LISTED_FAILURES]:
