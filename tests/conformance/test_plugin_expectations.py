@@ -109,3 +109,24 @@ def test_goldens_dir_keeps_an_engine_under_tests_goldens_in_the_teams_directory(
     moved = _suites(pytester, SEED_BUGS, *args, cases="seed-draft-kv-c8")
     assert moved.ret == 1 and moved.parseoutcomes()["failed"] == 1
     assert "max_concurrency" in moved.stdout.str()
+
+
+def test_an_oracles_failed_check_is_xfailed_as_a_finding(pytester):
+    """An engine of role oracle whose draft KV lies outside its bound: `memory.draft_kv_scaling` (which
+    judges both roles) fails for it, and pytest reports a finding about the oracle, as `conformance run`
+    does, not a failure of the session. The same engine under test fails it."""
+    doc = yaml.safe_load(SEED_BUGS.read_text())
+    doc.update(name="oracle-with-draft-kv-outside", role="oracle", defects=["draft-kv-outside-bound"])
+    doc["plan"]["command"]["argv"] = [a.replace("{engine_dir}", str(PORT_DIR)) for a in doc["plan"]["command"]["argv"]]
+    oracle = pytester.path / "oracle.yaml"
+    oracle.write_text(yaml.safe_dump(doc))
+    result = _suites(pytester, oracle, "-k", "draft_kv_scaling")
+    out = result.stdout.str()
+    assert result.ret == 0, out[-3000:]
+    outcomes = result.parseoutcomes()
+    assert outcomes["xfailed"] == 1 and "failed" not in outcomes and "passed" not in outcomes
+    assert "finding about the oracle oracle-with-draft-kv-outside (not a failure): memory.draft_kv_scaling" in out
+    under_test = pytester.path / "under-test.yaml"
+    under_test.write_text(yaml.safe_dump(dict(doc, role="under-test")))
+    result = _suites(pytester, under_test, "-k", "draft_kv_scaling")
+    assert result.ret == 1 and result.parseoutcomes()["failed"] == 1 and "xfailed" not in result.parseoutcomes()
