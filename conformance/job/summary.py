@@ -32,7 +32,8 @@ def print_summary(console: Console, report: RunReport, index: Path | None = None
         cells = []
         for e in engines:
             outcome = cell_outcome(report, case.id, e.name)
-            families = cell_families(report.verdicts_of(case.id, e.name)) if outcome in ("fail", "finding") else []
+            status = (report.observation(case.id, e.name) or {}).get("status")
+            families = cell_families(report.verdicts_of(case.id, e.name), status) if outcome in ("fail", "finding") else []
             cells.append(f"[{STYLES[outcome]}]{outcome}[/]" + (f" ({', '.join(families)})" if families else ""))
         table.add_row(escape(case.id), *cells)
     console.print(table)

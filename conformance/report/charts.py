@@ -41,8 +41,13 @@ CATEGORY_COLOURS = {"attention_kv": "#63b3ed", "recurrent_state": "#9f7aea", "dr
                     "workspace": "#2d3748", "padding": "#cbd5e0", "unused": "#e2e8f0", "unassigned": "#edf2f7"}
 WARNING_COLOUR = "#e53e3e"
 WIDTH_PX = 960
-SERIES_WIDTHS = (6, 3, 1.5)
-SERIES_DASHES = ("", "", "4 3")
+SERIES_DASHES = ("", "", "4 3", "8 3", "1 3")
+
+
+def series_width(index: int) -> float:
+    """Earlier series wider, each later one narrower (7.5, 6, 4.5, 3, then 1.5): series that agree draw
+    on top of each other and every one stays visible at its edges."""
+    return max(1.5, 7.5 - 1.5 * index)
 LABEL_PX = 120
 
 
@@ -291,7 +296,7 @@ def _line_chart(series: Sequence[tuple[str, Sequence[tuple[float, float]]]], cls
     for i, (engine, pts) in enumerate(series):
         # NOTE: engines that agree draw on top of each other: earlier series are wider and paler,
         # later ones thinner and dashed, so every one stays visible.
-        colour, width, dash = engine_colour(engine, i, colours), SERIES_WIDTHS[i % 3], SERIES_DASHES[i % 3]
+        colour, width, dash = engine_colour(engine, i, colours), series_width(i), SERIES_DASHES[i % len(SERIES_DASHES)]
         coords = " ".join(f"{px(a):.1f},{py(b):.1f}" for a, b in pts)
         body.append(f'<polyline class="{escape(series_cls)}" data-engine="{escape(engine)}" '
                     f'data-num-points="{len(pts)}" points="{escape(coords)}" fill="none" '

@@ -217,7 +217,8 @@ def _matrix_cell(report: RunReport, case_id: str, engine: str) -> dict[str, Any]
     outcome = cell_outcome(report, case_id, engine)
     verdicts = report.verdicts_of(case_id, engine)
     failed = [v for v in verdicts if v.failed]
-    families = cell_families(failed) if outcome in ("fail", "finding") else []
+    status = (report.observation(case_id, engine) or {}).get("status")
+    families = cell_families(failed, status) if outcome in ("fail", "finding") else []
     known = [v for v in failed if find(report.expectations, v.check, v.engine, v.case_id) is not None]
     unexpected = [v for v in verdicts if v.outcome == "pass" and find(report.expectations, v.check, v.engine, v.case_id)]
     return {"engine": engine, "outcome": outcome, "families": families,

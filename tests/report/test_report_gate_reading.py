@@ -41,6 +41,10 @@ def test_every_check_of_the_table_has_a_family_and_the_seed_bugs_have_theirs():
     # most telling first: a bound failure and the seat comparison it causes read "bound", then "pools"
     assert cell_families([_fail("memory.seats_equal_vllm", "p"), _fail("memory.inside_bound", "p"),
                           Verdict("trace.equals_vllm", "p", "case-a", "pass")]) == ["bound", "pools"]
+    # refused where vLLM plans: the budget and trace comparisons say only that; the pool checks keep theirs
+    refused = [_fail("budget.parity_with_vllm", "p"), _fail("memory.unified_pool_seats", "p"), _fail("trace.equals_vllm", "p")]
+    assert cell_families(refused) == ["pools", "reservation", "trace"]
+    assert cell_families(refused, "refused") == ["pools", "refused"]
 
 
 def test_overview_cell_names_the_failing_families(three_engine_report, dom):
