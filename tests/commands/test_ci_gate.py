@@ -6,6 +6,7 @@ and an engine under test's goldens in the team's own directory."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -138,7 +139,7 @@ def test_reports_go_under_the_working_directory_not_the_framework(tmp_path):
     run = subprocess.run([sys.executable, "-m", "conformance", "run", "--engines", str(SEED_BUGS), "--cases",
                           "seed-draft-kv-c8", "--expectations", str(EXPECTATIONS)],
                          cwd=team, capture_output=True, text=True, timeout=600,
-                         env={**__import__("os").environ, "PYTHONPATH": str(paths.REPO_ROOT)})
+                         env={**os.environ, "PYTHONPATH": str(paths.REPO_ROOT)})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert (resolve_run_dir(team / "reports" / "latest") / "index.html").is_file()
     after = sorted(framework_reports.iterdir()) if framework_reports.is_dir() else []
