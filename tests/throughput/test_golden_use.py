@@ -8,7 +8,6 @@ golden unused and a passing nightly run exited 1. A golden edited by hand fails 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
