@@ -354,4 +354,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from conformance.report.from_pytest import write_pytest_report
 
-    write_pytest_report(session, Path(out), session.config.stash[_RESULTS])
+    roles = {name: e.role for name, e in session.config.stash.get(_ENGINES, {}).items()}
+    write_pytest_report(session, Path(out), session.config.stash[_RESULTS], roles,
+                        session.config.stash.get(_EXPECTATIONS, ()))

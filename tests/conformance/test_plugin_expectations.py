@@ -43,7 +43,8 @@ def test_expected_failures_xfail_and_the_session_passes(pytester):
     plain = _suites(pytester, SEED_BUGS)
     assert plain.ret == 1
     failed = plain.parseoutcomes()["failed"]
-    gated = _suites(pytester, SEED_BUGS, "--expectations", str(EXPECTATIONS))
+    gated = _suites(pytester, SEED_BUGS, "--expectations", str(EXPECTATIONS),
+                    "--parity-report", str(pytester.path / "parity"))
     out = gated.stdout.str()
     assert gated.ret == 0, out[-3000:]
     outcomes = gated.parseoutcomes()
@@ -53,6 +54,8 @@ def test_expected_failures_xfail_and_the_session_passes(pytester):
     assert f"expected failures: {failed}" in section
     assert "unexpected passes (fail the run): 0" in section and "new failures (fail the run): 0" in section
     assert "draft KV (9.43 GiB) is allocated beside the pool" in section
+    html = (pytester.path / "parity" / "index.html").read_text()   # the session's report reads them alike
+    assert f'id="expected-failures">Expected failures: {failed}<' in html and 'New failures: 0<' in html
 
 
 def test_a_fixed_bug_is_an_unexpected_pass_that_fails_the_session(pytester):
