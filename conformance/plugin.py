@@ -9,10 +9,7 @@ session in one adapter process (shared across xdist workers through a file-locke
 Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --verdicts-out FILE
          --expectations FILE (repeatable)   --goldens-dir DIR
 
-Expectations (`conformance.expectations`): a suite test that an entry marks as a known failure is
-marked `xfail(strict=True)` at collection: its failure is reported as xfailed, its pass as
-XPASS(strict), which fails the run (the known failure is fixed: remove the entry); a failure no
-entry names fails as usual. The terminal summary lists the three apart.
+Expectations: `conformance.plugin_expectations` (registered here).
 """
 
 from __future__ import annotations
@@ -34,22 +31,6 @@ _CASES = pytest.StashKey[dict]()
 _NEEDED = pytest.StashKey[dict]()
 _RESULTS = pytest.StashKey[list]()
 _ENGINES = pytest.StashKey[dict]()
-_EXPECTATIONS = pytest.StashKey[tuple]()
-EXPECTED_FAILURE_PROPERTY = "expected_failure"
-
-
-def _load_expectations(config: pytest.Config) -> tuple:
-    files = config.getoption("--expectations", default=None) or []
-    if not files:
-        return ()
-    from conformance.expectations import ExpectationsError, load_expectations
-
-    try:
-        return load_expectations(files)
-    except ExpectationsError as exc:
-        raise pytest.UsageError(f"--expectations: {exc}") from None
-
-
 def _goldens_dir(config: pytest.Config) -> Path | None:
     d = config.getoption("--goldens-dir", default=None)
     return Path(d).expanduser().resolve() if d else None
@@ -75,7 +56,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
-    config.stash[_EXPECTATIONS] = _load_expectations(config)
+    from conformance.plugin_expectations import ExpectationsPlugin
+
+    config.pluginmanager.register(ExpectationsPlugin(config), "dflash-conformance-expectations")
     config.pluginmanager.register(_VerdictCollector(config), "dflash-conformance-verdicts")
     _pin_worker_gpu(config)
 
@@ -248,40 +231,6 @@ def golden(snapshot, request: pytest.FixtureRequest):
     return snapshot.use_extension(extension_for(root))
 
 
-def _check_name(item: pytest.Item) -> str | None:
-    """The check a suite test judges: its `check` parameter's name, or `<suite>.golden`."""
-    from conformance.suite import KIND_ATTR, SUITE_ATTR
-
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    fn = getattr(item, "function", None)
-    if "engine" not in params or "case" not in params or params["engine"] is None:
-        return None
-    if params.get("check") is not None:
-        return params["check"].name
-    if getattr(fn, KIND_ATTR, None) == "golden":
-        return f"{getattr(fn, SUITE_ATTR)}.golden"
-    return None
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each suite test an expectations entry names as a strict xfail (see the module docstring)."""
-    entries = config.stash.get(_EXPECTATIONS, ())
-    if not entries:
-        return
-    from conformance.expectations import find
-
-    for item in items:
-        check = _check_name(item)
-        if check is None:
-            continue
-        entry = find(entries, check, item.callspec.params["engine"], item.callspec.params["case"].id)
-        if entry is None:
-            continue
-        item.add_marker(pytest.mark.xfail(strict=True, raises=pytest.fail.Exception,
-                                          reason=f"expected failure: {entry.describe()}"))
-        item.user_properties.append((EXPECTED_FAILURE_PROPERTY, entry.describe()))
-
-
 class _VerdictCollector:
     """Collects verdicts for the parity report; registered per config (runs in the xdist controller too)."""
 
@@ -302,12 +251,8 @@ class _VerdictCollector:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    """Under --expectations: expected failures, unexpected passes and new failures, each listed apart.
-    Under --snapshot-update: what moved in every golden that was rewritten."""
+    """Under --snapshot-update: what moved in every golden that was rewritten."""
     from conformance.goldens import UPDATE_PROPERTY
-
-    if config.stash.get(_EXPECTATIONS, ()):
-        _expectations_summary(terminalreporter)
 
     moved = [value for reports in terminalreporter.stats.values() for r in reports
              if isinstance(r, pytest.TestReport) and r.when == "call"
@@ -316,27 +261,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.section("golden updates")
         for text in moved:
             terminalreporter.write_line(text)
-
-
-def _expectations_summary(terminalreporter) -> None:
-    expected, unexpected, new = [], [], []
-    for reports in terminalreporter.stats.values():
-        for r in reports:
-            if not isinstance(r, pytest.TestReport) or r.when != "call" and not (r.when == "setup" and r.failed):
-                continue
-            entry = dict(r.user_properties).get(EXPECTED_FAILURE_PROPERTY)
-            if hasattr(r, "wasxfail") and r.skipped:
-                expected.append(f"{r.nodeid}: {entry}")
-            elif entry is not None and r.failed and str(r.longrepr).startswith("[XPASS(strict)]"):
-                unexpected.append(f"{r.nodeid}: passed, but {entry}: remove the entry")
-            elif r.failed:
-                new.append(r.nodeid)
-    terminalreporter.section("expectations")
-    for title, lines in (("expected failures", expected), ("unexpected passes (fail the run)", unexpected),
-                         ("new failures (fail the run)", new)):
-        terminalreporter.write_line(f"{title}: {len(lines)}")
-        for line in lines:
-            terminalreporter.write_line(f"  {line}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -354,6 +278,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from conformance.report.from_pytest import write_pytest_report
 
+    from conformance.plugin_expectations import EXPECTATIONS
+
     roles = {name: e.role for name, e in session.config.stash.get(_ENGINES, {}).items()}
     write_pytest_report(session, Path(out), session.config.stash[_RESULTS], roles,
-                        session.config.stash.get(_EXPECTATIONS, ()))
+                        session.config.stash.get(EXPECTATIONS, ()))

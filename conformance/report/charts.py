@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Sequence
 from markupsafe import Markup
 from markupsafe import escape as _escape
 
+from conformance.report.palette import ENGINE_PALETTE, engine_colour
 from conformance.report.text import neutralise
 from conformance.units import human_bytes  # noqa: F401  (templates and the charts use it from here)
 
@@ -32,10 +33,7 @@ def escape(value: object) -> Markup:
     """markupsafe.escape of the value with bidi controls and NUL made visible (`report.text`)."""
     return _escape(neutralise(value))
 
-# Engines' colours: a function of the run's engine list (`palette`), the same in every chart and legend
-# of one report; no two engines of a report share one, however many there are.
-ENGINE_PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-                  "#7f7f7f", "#bcbd22")   # well apart for up to 10 engines (Tableau 10); then golden-angle hues
+
 CATEGORY_COLOURS = {"attention_kv": "#63b3ed", "recurrent_state": "#9f7aea", "draft_kv": "#f6ad55",
                     "intermediate_state": "#d6bcfa", "weights": "#4a5568", "activations": "#718096",
                     "workspace": "#2d3748", "padding": "#cbd5e0", "unused": "#e2e8f0", "unassigned": "#edf2f7"}
@@ -49,48 +47,6 @@ def series_width(index: int) -> float:
     on top of each other and every one stays visible at its edges."""
     return max(1.5, 7.5 - 1.5 * index)
 LABEL_PX = 120
-
-
-def _hsl_hex(hue_deg: float, saturation: float, lightness: float) -> str:
-    import colorsys
-
-    r, g, b = colorsys.hls_to_rgb(hue_deg / 360.0, lightness, saturation)
-    return "#{:02x}{:02x}{:02x}".format(round(r * 255), round(g * 255), round(b * 255))
-
-
-def palette_colours(n: int) -> list[str]:
-    """`n` distinct colours, deterministic: the first 10 from `ENGINE_PALETTE`, then hues 137.5 degrees
-    apart (the golden angle) at three lightness levels; a colour already taken is stepped past."""
-    out: list[str] = []
-    i = 0
-    while len(out) < n:
-        if i < len(ENGINE_PALETTE):
-            colour = ENGINE_PALETTE[i]
-        else:
-            j = i - len(ENGINE_PALETTE)
-            colour = _hsl_hex((17.0 + j * 137.508) % 360.0, 0.65, (0.38, 0.52, 0.30)[j % 3])
-        if colour not in out:
-            out.append(colour)
-        i += 1
-    return out
-
-
-def palette(engines: Sequence[str]) -> dict[str, str]:
-    """Each engine's colour in a report whose engines are `engines` (in the report's order)."""
-    names = list(dict.fromkeys(engines))
-    return dict(zip(names, palette_colours(len(names))))
-
-
-def engine_colour(engine: str, index: int = 0, colours: Mapping[str, str] | None = None) -> str:
-    """`engine`'s colour in `colours` (a report's `palette`); a series named "<engine> p50" takes its
-    engine's; without a mapping, the `index`-th colour of the palette."""
-    if colours:
-        if engine in colours:
-            return colours[engine]
-        head = engine.rsplit(" ", 1)[0]
-        if head in colours:
-            return colours[head]
-    return palette_colours(index + 1)[index]
 
 
 def category_colour(category: str, index: int = 0) -> str:

@@ -20,9 +20,11 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from conformance.report import charts, latency
-from conformance.report.text import neutralise
-from conformance.report.families import FAMILIES, cell_families, family_of
+from conformance.report.families import FAMILIES
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, is_finding, outcome_counts
+from conformance.report.palette import palette
+from conformance.report.reading import expectations_view, matrix_cell, verdict_view
+from conformance.report.text import neutralise
 from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -142,7 +144,7 @@ def _case_view(report: RunReport, case, colours: dict[str, str] | None = None) -
         "case": case,
         "engines": engines,
         "cells": [{"engine": e, "outcome": cell_outcome(report, case.id, e), "obs": obs[e],
-                   "verdicts": [_verdict_view(v, report) for v in report.verdicts_of(case.id, e)]} for e in engines],
+                   "verdicts": [verdict_view(v, report) for v in report.verdicts_of(case.id, e)]} for e in engines],
         "budget_rows": budget_rows,
         "seat_rows": seat_rows,
         "ledger_svg": charts.ledger_chart(bars) if bars else None,
@@ -190,58 +192,10 @@ def kill_matrix(report: RunReport) -> dict[str, Any] | None:
     return {"checks": checks, "rows": rows}
 
 
-def _verdict_view(v, report: RunReport) -> dict[str, Any]:
-    """A verdict row: its outcome, and how the run's expectations and roles read it
-    (`expected` failure, `unexpected-pass`, an oracle's `finding`, or nothing)."""
-    from conformance.expectations import find
-
-    entry = find(report.expectations, v.check, v.engine, v.case_id)
-    if is_finding(v, report.oracles):
-        reading = "finding"
-    elif entry is not None and v.outcome == "fail":
-        reading = "expected"
-    elif entry is not None and v.outcome == "pass":
-        reading = "unexpected-pass"
-    else:
-        reading = ""
-    return {"check": v.check, "engine": v.engine, "outcome": v.outcome, "message": v.message,
-            "details": v.details, "reading": reading, "entry": entry, "family": family_of(v.check)}
-
-
-def _matrix_cell(report: RunReport, case_id: str, engine: str) -> dict[str, Any]:
-    """An overview cell: its outcome and, for a failure (or an oracle's finding), the families of the
-    checks that failed (`report.families`): which seed bug it shows; `expected` when every failure is
-    a known one."""
-    from conformance.expectations import find
-
-    outcome = cell_outcome(report, case_id, engine)
-    verdicts = report.verdicts_of(case_id, engine)
-    failed = [v for v in verdicts if v.failed]
-    status = (report.observation(case_id, engine) or {}).get("status")
-    families = cell_families(failed, status) if outcome in ("fail", "finding") else []
-    known = [v for v in failed if find(report.expectations, v.check, v.engine, v.case_id) is not None]
-    unexpected = [v for v in verdicts if v.outcome == "pass" and find(report.expectations, v.check, v.engine, v.case_id)]
-    return {"engine": engine, "outcome": outcome, "families": families,
-            "family_checks": {f: sorted({v.check for v in failed if family_of(v.check) == f}) for f in families},
-            "all_expected": bool(failed) and len(known) == len(failed), "unexpected_passes": len(unexpected)}
-
-
-def expectations_view(report: RunReport) -> dict[str, Any] | None:
-    """The run's expectations, read against its verdicts: new failures, unexpected passes, expected
-    failures, unused entries; None when the run had none."""
-    if not report.expectations:
-        return None
-    from conformance.expectations import classify
-
-    c = classify(report.verdicts, report.expectations, report.oracles)
-    return {"new": list(c.new_failures), "unexpected": list(c.unexpected_passes),
-            "expected": list(c.expected_failures), "unused": list(c.unused)}
-
-
 def render_html(report: RunReport) -> str:
     template = _environment().get_template("report.html.j2")
-    colours = charts.palette([e.name for e in report.engines])
-    matrix = [{"case": c, "cells": [_matrix_cell(report, c.id, e.name) for e in report.matrix_engines]}
+    colours = palette([e.name for e in report.engines])
+    matrix = [{"case": c, "cells": [matrix_cell(report, c.id, e.name) for e in report.matrix_engines]}
               for c in report.cases]
     return template.render(
         report=report, matrix=matrix, counts=outcome_counts(report), outcomes=OUTCOMES,

@@ -19,6 +19,7 @@ from conformance.report import charts, render
 from conformance.report.families import FAMILIES, cell_families, family_of
 from conformance.report.junit import junit_tree
 from conformance.report.model import EngineEntry, cell_outcome, failed_run, outcome_counts
+from conformance.report.palette import palette, palette_colours
 from conformance.verdicts import Verdict
 
 
@@ -122,13 +123,13 @@ def test_no_slot_line_where_the_slots_are_zero(three_engine_report, dom):
 
 def test_palette_gives_every_engine_its_own_colour_for_any_number():
     for n in range(1, 80):
-        colours = charts.palette_colours(n)
+        colours = palette_colours(n)
         assert len(set(colours)) == n and all(re.fullmatch("#[0-9a-f]{6}", c) for c in colours)
     names = [f"engine-{i}" for i in range(25)]
-    assert charts.palette(names) == charts.palette(list(names))           # deterministic
-    assert len(set(charts.palette(names).values())) == 25
+    assert palette(names) == palette(list(names))           # deterministic
+    assert len(set(palette(names).values())) == 25
     # the port and vLLM, the clash, differ
-    two = charts.palette(["port-seed-bugs", "vllm"])
+    two = palette(["port-seed-bugs", "vllm"])
     assert two["port-seed-bugs"] != two["vllm"]
 
 
