@@ -1,6 +1,8 @@
 """Goldens: each engine's observation per (suite, case, engine), recorded with syrupy.
 
-Layout: `goldens/<suite>/<test module>/<test>[<engine>-<case>].json`, one JSON document each:
+Layout: `goldens/<suite>/<test module>/<test>[<engine>-<case>].json`, one JSON document each (an
+oracle's always in the framework's goldens/; an engine under test's in the team's own directory when
+`--goldens-dir DIR` names one: `DIR/<suite>/...`, see `goldens_root_of`):
 
     {"golden_format": 1, "schema_version": "1", "case_id": ..., "engine": {name, version},
      "device_profile": "h200", "status": ..., "message": ..., "provenance": {...},
@@ -23,8 +25,9 @@ Contract:
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import pytest
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -36,13 +39,16 @@ from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMiss
 from conformance.verdicts import golden_verdict
 
 class GoldenExtension(JSONSnapshotExtension):
-    """syrupy extension: goldens under the repo's `goldens/<suite>/`, serialized as sorted JSON."""
+    """syrupy extension: goldens under `<root>/<suite>/`, serialized as sorted JSON; `root` is the
+    framework's `goldens/` unless a subclass from `extension_for(root)` names another."""
+
+    goldens_root: Path | None = None
 
     @classmethod
     def dirname(cls, *, test_location) -> str:
         test_file = Path(test_location.filepath)
         suite = test_file.parent.name
-        return str(paths.goldens_dir() / suite / test_location.basename)
+        return str((cls.goldens_root or paths.goldens_dir()) / suite / test_location.basename)
 
     def serialize(self, data, *, exclude=None, include=None, matcher=None) -> str:
         if not isinstance(data, dict) or data.get("golden_format") != GOLDEN_FORMAT:
@@ -56,6 +62,40 @@ class GoldenExtension(JSONSnapshotExtension):
             return None
         read_golden_text(text, snapshot_location)
         return text
+
+
+@lru_cache(maxsize=None)
+def extension_for(root: Path | None) -> type[GoldenExtension]:
+    """The extension that keeps goldens under `root` (None: the framework's goldens/). A pure function
+    of `root`, cached so one directory has one class (syrupy groups snapshots by extension class)."""
+    if root is None:
+        return GoldenExtension
+    return type("TeamGoldenExtension", (GoldenExtension,), {"goldens_root": Path(root).resolve()})
+
+
+def goldens_root_of(role: str, under_test_root: Path | None) -> Path:
+    """Where an engine's own goldens live: an oracle's always in the framework's goldens/ (the
+    expectation, versioned with the framework); an engine under test's in `under_test_root` when the
+    team gives one (`--goldens-dir`), else in the framework's."""
+    if role != "oracle" and under_test_root is not None:
+        return Path(under_test_root).resolve()
+    return paths.goldens_dir()
+
+
+def golden_lookup(roles: Mapping[str, str], under_test_root: Path | None):
+    """`find_golden` with each engine's goldens in its role's directory (`goldens_root_of`). An engine
+    `roles` does not name (the oracle a check compares with, not planned in this run) takes the role
+    of its engine file."""
+    def role(engine: str) -> str:
+        if engine in roles:
+            return roles[engine]
+        from conformance.job.judge import roles_from_meta
+
+        return roles_from_meta(None, [engine])[engine]
+
+    def lookup(suite: str, engine: str, case_id: str) -> dict[str, Any]:
+        return find_golden(suite, engine, case_id, goldens_root_of(role(engine), under_test_root))
+    return lookup
 
 
 def golden_path(snapshot) -> Path:
@@ -154,12 +194,13 @@ def _drop_if_unreadable(path: Path) -> None:
         path.unlink()
 
 
-def find_golden(suite: str, engine: str, case_id: str) -> dict[str, Any]:
-    """The recorded golden of `engine` on `case_id` in `suite` (to compare another engine with it).
+def find_golden(suite: str, engine: str, case_id: str, goldens_root: Path | None = None) -> dict[str, Any]:
+    """The recorded golden of `engine` on `case_id` in `suite` (to compare another engine with it),
+    under `goldens_root` (default: the framework's goldens/).
 
     Raises `GoldenFormatError` naming what is missing: a parity check must never pass for want of
     a golden."""
-    root = paths.goldens_dir() / suite
+    root = (goldens_root or paths.goldens_dir()) / suite
     hits = sorted(p for p in root.glob("*/*.json") if p.stem.endswith(f"[{engine}-{case_id}]"))
     if not hits:
         raise GoldenMissingError(f"no {engine} golden for case {case_id!r} under {root}")

@@ -31,7 +31,9 @@ def goldens_dir() -> Path:
 
 
 def reports_dir() -> Path:
-    return REPO_ROOT / "reports"
+    """Where `conformance run` writes by default: `reports/` of the working directory (a team's own
+    repository when run from there), never the framework checkout's unless run from it."""
+    return Path.cwd() / "reports"
 
 
 def cache_dir() -> Path:

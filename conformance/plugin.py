@@ -7,6 +7,9 @@ path (`--engines reference,vllm,./port.yaml`). Every needed case is planned once
 session in one adapter process (shared across xdist workers through a file-locked store).
 
 Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --verdicts-out FILE
+         --expectations FILE (repeatable)   --goldens-dir DIR
+
+Expectations: `conformance.plugin_expectations` (registered here).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ _CASES = pytest.StashKey[dict]()
 _NEEDED = pytest.StashKey[dict]()
 _RESULTS = pytest.StashKey[list]()
 _ENGINES = pytest.StashKey[dict]()
+def _goldens_dir(config: pytest.Config) -> Path | None:
+    d = config.getoption("--goldens-dir", default=None)
+    return Path(d).expanduser().resolve() if d else None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,11 +51,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--oracle-pack", action="append", default=[], metavar="DIR",
                 help="live suite: an oracle installed from `conformance envs pack` (its versions and deviations "
                      "go into the observation's provenance)")
+    g.addoption("--expectations", action="append", default=[], metavar="FILE",
+                help="an engine's known failures (YAML, conformance/schemas/expectations.schema.json): "
+                     "expected failures xfail, an expected failure that passes fails the run (repeatable)")
+    g.addoption("--goldens-dir", default=None, metavar="DIR",
+                help="where engines under test keep their goldens (DIR/<suite>/...); oracles' goldens stay "
+                     "the framework's (default: the framework's goldens/)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
+    from conformance.plugin_expectations import ExpectationsPlugin
+
+    config.pluginmanager.register(ExpectationsPlugin(config), "dflash-conformance-expectations")
     config.pluginmanager.register(_VerdictCollector(config), "dflash-conformance-verdicts")
     _pin_worker_gpu(config)
 
@@ -213,9 +228,10 @@ class ConformanceSession:
         self.engines: dict[str, EngineFile] = _selected_engines(config)
         self.cases: dict[str, Case] = _all_cases(config)
         from conformance.check_table import memoized
-        from conformance.goldens import find_golden
+        from conformance.goldens import golden_lookup
 
-        self.golden_lookup = memoized(find_golden)   # (suite, engine, case_id) -> golden, read once
+        roles = {n: e.role for n, e in self.engines.items()}
+        self.golden_lookup = memoized(golden_lookup(roles, _goldens_dir(config)))   # read once per key
         self._served: dict[tuple[str, str], dict[str, Any]] = {}
         self._live_cases = {c.id: c for c in _live_cases(config)}
 
@@ -281,10 +297,17 @@ def observation(request: pytest.FixtureRequest, engine: str, case: Case, conform
 
 
 @pytest.fixture
-def golden(snapshot):
-    from conformance.goldens import GoldenExtension
+def golden(snapshot, request: pytest.FixtureRequest):
+    """syrupy's snapshot with the golden extension: an engine under test's golden under --goldens-dir
+    when given, an oracle's (and any test without an engine) in the framework's goldens/."""
+    from conformance.goldens import extension_for, goldens_root_of
 
-    return snapshot.use_extension(GoldenExtension)
+    root = None
+    engine = getattr(getattr(request.node, "callspec", None), "params", {}).get("engine")
+    if engine is not None:
+        role = _selected_engines(request.config)[engine].role
+        root = goldens_root_of(role, _goldens_dir(request.config))
+    return snapshot.use_extension(extension_for(root))
 
 
 class _VerdictCollector:
@@ -333,8 +356,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from conformance.report.from_pytest import write_pytest_report
 
+    from conformance.plugin_expectations import EXPECTATIONS
+
+    roles = {name: e.role for name, e in session.config.stash.get(_ENGINES, {}).items()}
     _never_raise(session, f"--parity-report {out}",
-                 lambda: write_pytest_report(session, Path(out), session.config.stash[_RESULTS]))
+                 lambda: write_pytest_report(session, Path(out), session.config.stash[_RESULTS], roles,
+                                             session.config.stash.get(EXPECTATIONS, ())))
 
 
 def _write_verdicts(session: pytest.Session, path: Path) -> None:

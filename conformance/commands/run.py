@@ -1,10 +1,13 @@
 """`conformance run`: the main job. Plans the default matrix (or `--cases`) on every available engine,
 judges it with the suites' rules, and writes `reports/<run-id>/` (observations.jsonl, index.html,
-junit.xml) and `reports/latest`.
+junit.xml) and `reports/latest`, under the working directory (or `--reports-dir`).
 
-Exit status: 0 when every parity check passed and no engine errored; 1 when a check failed or an
-engine errored; 2 for a bad case, engine or option; 130 when interrupted by SIGINT, 143 by SIGTERM
-(either way the partial report, junit.xml and latest are still written).
+Exit status (`conformance.job.exit_status`, stable): 0 every check passed, or failed only where
+`--expectations` says it is known to; 1 a check failed that no expectation names, or an expected
+failure passed; 2 bad input (a case, engine file, expectations file or option); 3 an engine errored
+(crashed, hung, wrote no observation, or its environment could not be built; wins over 1); 130 when
+interrupted by SIGINT, 143 by SIGTERM (either way the partial report, junit.xml and latest are still
+written).
 """
 
 from __future__ import annotations
@@ -26,8 +29,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", nargs="+", metavar="GLOB", default=[],
                    help=f"case id globs or case files (default: {DEFAULT_SELECTION.describe()})")
     p.add_argument("--engines", metavar="LIST", help=f"comma list of engine names or engine files (default: all of {', '.join(known_names())})")
-    p.add_argument("--out", type=Path, metavar="DIR",
-                   help="reports directory (default reports/): writes DIR/<run-id>/ and DIR/latest")
+    p.add_argument("--reports-dir", "--out", dest="out", type=Path, metavar="DIR",
+                   help="reports directory (default reports/ of the working directory): writes DIR/<run-id>/ "
+                        "and DIR/latest")
+    p.add_argument("--expectations", action="append", type=Path, default=[], metavar="FILE",
+                   help="an engine's known failures (YAML; conformance/schemas/expectations.schema.json): they do "
+                        "not fail the run, an expected failure that passes does (repeatable)")
+    p.add_argument("--goldens-dir", type=Path, metavar="DIR",
+                   help="where engines under test keep their goldens (DIR/<suite>/...; record them with "
+                        "`pytest suites/ --engines E --goldens-dir DIR --snapshot-update`); oracles' stay the framework's")
     p.add_argument("--no-build", action="store_true",
                    help="skip an oracle whose venv is not cached instead of building it")
     p.add_argument("--cases-dir", type=Path, help="case directory (default suites/cases)")
@@ -46,5 +56,6 @@ def run(args: argparse.Namespace) -> int:
 
     options = RunOptions(case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
-                         overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack))
+                         overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
+                         expectations=tuple(args.expectations), goldens_dir=args.goldens_dir)
     return run_job(options, Console(stderr=False))

@@ -1,16 +1,20 @@
 """`conformance run`: plan the selected cases on every available engine and write the run directory.
 
-Contract: `run_job(options, console)` returns the exit status: 0 when every check passed and no
-engine errored, 1 otherwise (and when nothing was planned: every engine skipped, said so with
-each engine's reason), 128 + the signal when interrupted (130 for SIGINT, 143 for SIGTERM:
-both are handled alike, and further signals are ignored while the report is written;
-`job.interrupt`). Whatever happens, the run directory
+Contract: `run_job(options, console)` returns the exit status of `job.exit_status` (0 every check
+passed or failed only as its expectations say, 1 a new failure or an unexpected pass, and when nothing
+was planned: every engine skipped, said so with each engine's reason; 3 an engine errored), 128 + the
+signal when interrupted (130 for SIGINT, 143 for SIGTERM: both are handled alike, and further signals
+are ignored while the report is written; `job.interrupt`); bad input raises `ConformanceError` (exit 2)
+before the run directory is made. Whatever happens, the run directory
 holds `observations.jsonl` (each observation appended as it arrives), `run.json`, a valid
 `index.html` and `junit.xml` of what was measured (the rest marked not run), and `latest` points
 at it. A write into the run directory that fails (a full disk) stops planning and raises
 `RunDirWriteError` saying what is kept (every observation already appended) and how to finish
 (`conformance report DIR`); index.html and junit.xml are written atomically, so a full disk never
-leaves half of one. Engines run one after the other, one adapter process per engine for all cases
+leaves half of one. The run directory is made under `reports_root`, default `reports/` of the working
+directory (never the framework checkout's unless run from there); engines under test read their own
+goldens from `goldens_dir` when given (oracles' stay the framework's). With `live`, the live cases are
+served (`live.measure`) instead of planned, oracles first. Engines run one after the other, one adapter process per engine for all cases
 (`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`.
 """
 
@@ -38,7 +42,8 @@ from conformance.job.summary import print_summary
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
-from conformance.report.model import RunReport, failed_run
+from conformance.job.exit_status import run_exit_status
+from conformance.report.model import RunReport
 from conformance.report.render import write_html
 
 
@@ -52,6 +57,8 @@ class RunOptions:
     live: bool = False                            # serve the live cases instead of planning (see run_live_engine)
     overrides: tuple[tuple[str, str], ...] = ()   # live: manifest placeholders (KEY=VALUE), e.g. vllm=DIR/bin/vllm
     packs: tuple[Path, ...] = ()                  # live: oracle packs (`conformance envs pack`), by their engine
+    expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
+    goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
 
 
 def _stamp() -> str:
@@ -59,10 +66,12 @@ def _stamp() -> str:
 
 
 def _meta(run_dir: Path, selection: str, cases: Sequence[Case], engines: list[dict[str, Any]],
-          started_at: str, finished_at: str | None = None, interrupted: bool = False) -> dict[str, Any]:
+          started_at: str, finished_at: str | None = None, interrupted: bool = False,
+          judged_with: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"run_id": run_dir.name, "started_at": started_at, "finished_at": finished_at,
             "interrupted": interrupted, "selection": selection, "engines": engines,
-            "cases": [{"id": c.id, "digest": c.digest(), "source": str(c.path), "spec": c.spec} for c in cases]}
+            "cases": [{"id": c.id, "digest": c.digest(), "source": str(c.path), "spec": c.spec} for c in cases],
+            **(judged_with or {})}
 
 
 def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
@@ -86,28 +95,38 @@ def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
 def run_job(options: RunOptions, console: Console) -> int:
     from conformance.job.selection import select_cases, select_engines
 
+    from conformance.expectations import load_expectations
+
     cases, selection = select_cases(list(options.case_patterns), options.cases_dir, live=options.live)
     specs = select_engines(options.engines)
     if options.live:   # oracles first: an engine under test is compared with them as measured in this run
         specs = sorted(specs, key=lambda s: s.role != "oracle")
+    expectations = load_expectations(options.expectations)
+    goldens_dir = _goldens_dir(options.goldens_dir)
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
     try:
         run_dir = rundir.new_run_dir(reports_root)
     except OSError as exc:
         raise RunDirWriteError(f"could not create a run directory under {reports_root}: {_why(exc)}") from None
     try:
-        return _plan_and_report(options, console, cases, selection, specs, reports_root, run_dir)
+        return _plan_and_report(options, console, cases, selection, specs, reports_root, run_dir, expectations,
+                                goldens_dir)
     except OSError as exc:   # the run directory cannot be written (a full disk): say what is kept
         raise RunDirWriteError(_write_failed(run_dir, exc)) from None
 
 
 def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case], selection: str,
-                     specs: list[EngineFile], reports_root: Path, run_dir: Path) -> int:
+                     specs: list[EngineFile], reports_root: Path, run_dir: Path, expectations: Sequence[Any],
+                     goldens_dir: Path | None) -> int:
     names = [s.name for s in specs]
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
-    rundir.write_json_atomic(run_dir / rundir.RUN_FILE, _meta(run_dir, selection, cases, engines, started))
+    judged_with = {"expectations": [e.to_json() for e in expectations],
+                   "goldens_dir": str(goldens_dir) if goldens_dir else None}
+    meta = lambda finished=None, interrupted=False: _meta(  # noqa: E731
+        run_dir, selection, cases, engines, started, finished, interrupted, judged_with)
+    rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
     console.print(f"conformance run {shown(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
                   f"· selection: {shown(selection)} -> {shown(str(run_dir))}")
     log = rundir.ObservationLog(run_dir)
@@ -122,8 +141,7 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                         _serve_engine(entry, spec, cases, options, run_dir, log, progress, tasks[entry["name"]])
                     else:
                         _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
-                    rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                                             _meta(run_dir, selection, cases, engines, started))
+                    rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
         except KeyboardInterrupt:
             stop.hold()
             name = signal.Signals(stop.signum).name if stop.signum else "SIGINT"
@@ -142,8 +160,7 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
             elif entry["state"] == "pending":
                 entry["state"], entry["note"] = "not run", f"{stopped} before this engine"
         try:
-            rundir.write_json_atomic(run_dir / rundir.RUN_FILE,
-                                     _meta(run_dir, selection, cases, engines, started, _stamp(), interrupted))
+            rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta(_stamp(), interrupted))
             report = finish(run_dir, console)
             rundir.point_latest(reports_root, run_dir)
         except OSError:
@@ -159,7 +176,7 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                       + "; ".join(f"{shown(e['name'])} {shown(e['state'])}"
                                   + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
         return 1
-    return 1 if failed_run(report) else 0
+    return run_exit_status(report)
 
 
 def _why(exc: OSError) -> str:
@@ -261,6 +278,18 @@ def _default_reports_root() -> Path:
     from conformance import paths
 
     return paths.reports_dir()
+
+
+def _goldens_dir(path: Path | None) -> Path | None:
+    """`--goldens-dir`, absolute; a path that exists and is not a directory is bad input."""
+    if path is None:
+        return None
+    from conformance.errors import ConformanceError
+
+    path = Path(path).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise ConformanceError(f"--goldens-dir {path}: not a directory")
+    return path
 
 
 def finish(run_dir: Path, console: Console | None = None) -> RunReport:

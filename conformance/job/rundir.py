@@ -1,8 +1,9 @@
 """A run directory, `reports/<run-id>/`, and how a report is rebuilt from it.
 
 Layout:
-    run.json            the run's metadata: id, times, selection, engines (state, note), and every
-                        selected case's spec (so a re-render judges the cases as they were run)
+    run.json            the run's metadata: id, times, selection, engines (state, note), every
+                        selected case's spec, the expectations and goldens directory it was judged
+                        with (so a re-render judges the cases as they were run)
     observations.jsonl  one observation per line, appended and flushed as each one arrives
     index.html          the parity report        junit.xml   the verdicts for CI
     logs/<engine>/      the adapter processes' logs
@@ -30,6 +31,8 @@ from typing import Any, Iterable
 
 from conformance.errors import ConformanceError
 from conformance.check_table import judge_run
+from conformance.expectations import Expectation
+from conformance.goldens import golden_lookup
 from conformance.job.judge import roles_from_meta
 from conformance.observation import ObservationError, failed, validate
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
@@ -182,13 +185,17 @@ def load_report(run_dir: Path) -> RunReport:
     for obs in observations:   # a case planned twice (a retried engine): the last observation wins
         by_key[(obs["case_id"], obs["engine"]["name"])] = obs
     roles = roles_from_meta(meta, [e.name for e in engines])
-    verdicts = judge_run([dict(c.spec, id=c.id) for c in cases], by_key, roles)
+    goldens_dir = (meta or {}).get("goldens_dir")
+    verdicts = judge_run([dict(c.spec, id=c.id) for c in cases], by_key, roles,
+                         golden_lookup(roles, Path(goldens_dir) if goldens_dir else None))
     meta = meta or {}
     return RunReport(
         run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(engines), cases=tuple(cases),
         observations=by_key, verdicts=tuple(verdicts), started_at=meta.get("started_at"),
         finished_at=meta.get("finished_at"), interrupted=bool(meta.get("interrupted")),
         selection=meta.get("selection", ""),
+        expectations=tuple(Expectation.from_json(e) for e in meta.get("expectations") or ()),
+        goldens_dir=goldens_dir,
     )
 
 

@@ -52,7 +52,10 @@ def _case_specs(case_ids: Iterable[str], cases_dir: str | None) -> list[CaseEntr
 
 
 def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = None,
-                        origin: str = "pytest", roles: dict[str, str] | None = None) -> RunReport:
+                        origin: str = "pytest", roles: dict[str, str] | None = None,
+                        expectations: tuple = ()) -> RunReport:
+    """`roles` by engine (oracles' failed checks read as findings); `expectations` the session's
+    (`--expectations`), read in the report as `conformance run` reads them."""
     mine = [r for r in results if r.get("engine") and r.get("case_id")]
     observations: dict[tuple[str, str], dict[str, Any]] = {}
     for r in mine:
@@ -67,15 +70,17 @@ def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = N
         run_id=time.strftime("%Y%m%d-%H%M%S"), title="DFlash parity report", engines=tuple(engines),
         cases=tuple(_case_specs(case_ids, cases_dir)), observations=observations,
         verdicts=tuple(_verdict(r) for r in mine), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), origin=origin,
+        expectations=tuple(expectations),
     )
 
 
-def write_pytest_report(session, out_dir: Path, results: list[dict[str, Any]]) -> Path:
+def write_pytest_report(session, out_dir: Path, results: list[dict[str, Any]], roles: dict[str, str] | None = None,
+                        expectations: tuple = ()) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = session.config
     origin = "pytest " + " ".join(str(a) for a in config.invocation_params.args)
-    report = build_pytest_report(results, config.getoption("--cases-dir"), origin.strip())
+    report = build_pytest_report(results, config.getoption("--cases-dir"), origin.strip(), roles, expectations)
     with (out_dir / "observations.jsonl").open("w") as fh:
         for obs in report.observations.values():
             fh.write(json.dumps(obs, sort_keys=True) + "\n")

@@ -2,7 +2,9 @@
 
 One `<testsuite>` per engine. In it, one `<testcase>` per (case) named `observation[<case>]`
 (an `error` observation is an `<error>`, a missing one is `<skipped>`), and one per verdict named
-`<check>[<case>]` (`fail` -> `<failure>`, `skip` -> `<skipped>`).
+`<check>[<case>]` (`fail` -> `<failure>`, `skip` -> `<skipped>`), read as the run's gate reads it:
+an expected failure (the run's expectations) and an oracle's finding are `<skipped>` with what they
+are, an expected failure that passed is a `<failure type="unexpected-pass">`.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from conformance.expectations import find
 from conformance.report.atomic import write_atomic
-from conformance.report.model import RunReport, cell_outcome
+from conformance.report.model import RunReport, cell_outcome, is_finding
 
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
@@ -47,7 +50,18 @@ def junit_tree(report: RunReport) -> ET.ElementTree:
                 tc = ET.SubElement(suite, "testcase", classname=_text(f"conformance.{engine.name}.{suite_name}"),
                                    name=_text(f"{v.check}[{case.id}]"), time="0")
                 counts["tests"] += 1
-                if v.outcome == "fail":
+                entry = find(report.expectations, v.check, v.engine, v.case_id)
+                if is_finding(v, report.oracles):
+                    ET.SubElement(tc, "skipped", message=_text(f"finding about the oracle (not a failure): {v.message}"))
+                    counts["skipped"] += 1
+                elif entry is not None and v.outcome == "fail":
+                    ET.SubElement(tc, "skipped", message=_text(f"expected failure: {entry.describe()}: {v.message}"))
+                    counts["skipped"] += 1
+                elif entry is not None and v.outcome == "pass":
+                    ET.SubElement(tc, "failure", message=_text(f"unexpected pass: expected to fail: {entry.describe()}; "
+                                                               "remove the entry"), type="unexpected-pass")
+                    counts["failures"] += 1
+                elif v.outcome == "fail":
                     ET.SubElement(tc, "failure", message=_text(v.message), type="parity").text = \
                         _text("\n".join((v.message, *v.details)))
                     counts["failures"] += 1

@@ -6,7 +6,9 @@ summary and JUnit alike:
 
     no observation            -> "not run"   (interrupted, or the engine was never reached)
     status error              -> "error"
-    any verdict failed        -> "fail"
+    any verdict failed        -> "fail"      (an oracle: only where one of its own goldens failed)
+    an oracle's check failed  -> "finding"   (a finding about the oracle, shown as such: the oracle is
+                                              the expectation, and does not fail the run; `is_finding`)
     status refused            -> "refused"   (a refusal is data; its checks passed)
     otherwise                 -> "pass"
 """
@@ -16,9 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from conformance.expectations import Expectation
 from conformance.verdicts import Verdict
 
-OUTCOMES = ("pass", "fail", "refused", "error", "not run")
+OUTCOMES = ("pass", "fail", "finding", "refused", "error", "not run")
+ORACLE = "oracle"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class RunReport:
     interrupted: bool = False
     origin: str = "conformance run"
     selection: str = ""
+    expectations: tuple[Expectation, ...] = ()                # the known failures the run was judged with
+    goldens_dir: str | None = None                            # where engines under test keep their goldens
 
     @property
     def matrix_engines(self) -> tuple[EngineEntry, ...]:
@@ -70,6 +76,17 @@ class RunReport:
     def verdicts_of(self, case_id: str, engine: str | None = None) -> list[Verdict]:
         return [v for v in self.verdicts if v.case_id == case_id and (engine is None or v.engine == engine)]
 
+    @property
+    def oracles(self) -> frozenset[str]:
+        return frozenset(e.name for e in self.engines if e.role == ORACLE)
+
+
+def is_finding(verdict: Verdict, oracles: frozenset[str] | set[str]) -> bool:
+    """A failed check of an oracle other than its own golden: a fact about the oracle (it keeps a store
+    outside its bound, say), reported as a finding, never as a failure of the run. An oracle that moved
+    from its golden is a failure (upstream moved: re-record, say why)."""
+    return verdict.failed and verdict.engine in oracles and not verdict.check.endswith(".golden")
+
 
 def cell_outcome(report: RunReport, case_id: str, engine: str) -> str:
     obs = report.observation(case_id, engine)
@@ -77,8 +94,11 @@ def cell_outcome(report: RunReport, case_id: str, engine: str) -> str:
         return "not run"
     if obs["status"] == "error":
         return "error"
-    if any(v.failed for v in report.verdicts_of(case_id, engine)):
+    failed = [v for v in report.verdicts_of(case_id, engine) if v.failed]
+    if any(not is_finding(v, report.oracles) for v in failed):
         return "fail"
+    if failed:
+        return "finding"
     return "refused" if obs["status"] == "refused" else "pass"
 
 
@@ -91,6 +111,10 @@ def outcome_counts(report: RunReport) -> dict[str, int]:
 
 
 def failed_run(report: RunReport) -> bool:
-    """True when the run must exit non-zero: a failed check, or an engine error (nothing passes silently)."""
+    """True when the run must exit non-zero: an engine error, a failed check no expectation names, or
+    an expected failure that passed (nothing passes silently; `job.exit_status` says which code)."""
+    from conformance.expectations import classify
+
     counts = outcome_counts(report)
-    return bool(counts["fail"] or counts["error"] or any(v.failed for v in report.verdicts))
+    return bool(counts["error"] or any(e.state == "failed" for e in report.engines)
+                or classify(report.verdicts, report.expectations, report.oracles).gate_fails)

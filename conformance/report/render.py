@@ -19,8 +19,11 @@ from markupsafe import Markup
 from conformance.report import charts, latency
 from conformance.report.atomic import write_atomic
 from conformance.report.live_tables import live_section
+from conformance.report.families import FAMILIES
+from conformance.report.model import OUTCOMES, RunReport, cell_outcome, is_finding, outcome_counts
+from conformance.report.palette import palette
+from conformance.report.reading import expectations_view, matrix_cell, verdict_view
 from conformance.report.text import neutralise
-from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
 from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -34,6 +37,7 @@ def _environment() -> Environment:
     env.filters["bytes"] = charts.human_bytes
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, sort_keys=True, default=str)
     env.globals["engine_colour"] = charts.engine_colour
+    env.tests["link_url"] = lambda v: isinstance(v, str) and (v.startswith("https://") or v.startswith("http://"))
     return env
 
 
@@ -65,7 +69,8 @@ def _ok(obs: dict[str, Any] | None, section: str) -> dict[str, Any] | None:
     return obs.get(section)
 
 
-def _ledger_bar(engine: str, memory: dict[str, Any], case_spec: dict[str, Any]) -> tuple[charts.LedgerBar, list[str]]:
+def _ledger_bar(engine: str, memory: dict[str, Any], case_spec: dict[str, Any],
+                is_oracle: bool = False) -> tuple[charts.LedgerBar, list[str]]:
     ledger = memory["ledger_bytes"]
     outside = set(memory["outside_bound"])
     all_in_scope = "gpu_memory_utilization" in case_spec.get("memory", {})
@@ -73,11 +78,31 @@ def _ledger_bar(engine: str, memory: dict[str, Any], case_spec: dict[str, Any]) 
     segments = tuple((c, ledger[c] or 0) for c in in_scope if c not in outside)
     outs = tuple((c, ledger[c] or 0) for c in in_scope if c in outside)
     not_bounded = [f"{c} {charts.human_bytes(ledger[c])}" for c in ledger if c not in in_scope]
-    return charts.LedgerBar(engine, memory["bound_bytes"], segments, outs), not_bounded
+    return charts.LedgerBar(engine, memory["bound_bytes"], segments, outs, finding=is_oracle), not_bounded
 
 
-def _case_view(report: RunReport, case) -> dict[str, Any]:
+SLOTS_FROM = "vllm"   # whose drafting slots per request the step chart charges every engine's steps with
+
+
+def _charged_steps(traces, budgets: dict[str, Any]) -> tuple[list[tuple[str, list[int], str]], str]:
+    """Each engine's steps charged with drafting slots: tokens + slots x requests, the slots vLLM's
+    table reserves per request when vLLM planned the case (else the engine's own): what
+    `trace.steps_within_budget` holds against the budget. None drawn where the slots are 0."""
+    vllm_slots = (budgets.get(SLOTS_FROM) or {}).get("drafting_slots_per_request")
+    out, notes = [], []
+    for engine, steps in traces:
+        own = (budgets.get(engine) or {}).get("drafting_slots_per_request")
+        slots, whose = (vllm_slots, "vLLM's") if vllm_slots is not None else (own, "its own")
+        notes.append(f"{engine}: {own if own is not None else '—'} drafting slots per request")
+        if slots:
+            out.append((engine, [s["total_num_scheduled_tokens"] + slots * s["num_scheduled_requests"] for s in steps],
+                        f"{engine} + {whose} drafting slots ({slots}/request)"))
+    return out, " · ".join(notes)
+
+
+def _case_view(report: RunReport, case, colours: dict[str, str] | None = None) -> dict[str, Any]:
     engines = [e.name for e in report.matrix_engines]
+    oracles = report.oracles
     obs = {e: report.observation(case.id, e) for e in engines}
     budgets = {e: _ok(o, "budget") for e, o in obs.items()}
     memories = {e: _ok(o, "memory") for e, o in obs.items()}
@@ -98,12 +123,14 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
     bars, not_bounded = [], {}
     for e, m in memories.items():
         if m:
-            bar, extra = _ledger_bar(e, m, case.spec)
+            bar, extra = _ledger_bar(e, m, case.spec, e in oracles)
             bars.append(bar)
             if extra:
                 not_bounded[e] = extra
-    traces = [(e, [s["total_num_scheduled_tokens"] for s in o["trace"]["steps"]])
-              for e, o in obs.items() if o and o.get("status") == "ok" and (o.get("trace") or {}).get("steps")]
+    raw_traces = [(e, o["trace"]["steps"]) for e, o in obs.items()
+                  if o and o.get("status") == "ok" and (o.get("trace") or {}).get("steps")]
+    traces = [(e, [s["total_num_scheduled_tokens"] for s in steps]) for e, steps in raw_traces]
+    charged, slot_note = _charged_steps(raw_traces, budgets)
     budget_lines: dict[int, list[str]] = {}
     for e, _ in traces:
         limit = (budgets.get(e) or {}).get("max_num_scheduled_tokens")
@@ -116,21 +143,23 @@ def _case_view(report: RunReport, case) -> dict[str, Any]:
         "case": case,
         "engines": engines,
         "cells": [{"engine": e, "outcome": cell_outcome(report, case.id, e), "obs": obs[e],
-                   "verdicts": report.verdicts_of(case.id, e)} for e in engines],
+                   "verdicts": [verdict_view(v, report) for v in report.verdicts_of(case.id, e)]} for e in engines],
         "budget_rows": budget_rows,
         "seat_rows": seat_rows,
         "ledger_svg": charts.ledger_chart(bars) if bars else None,
+        "findings_outside": [b.engine for b in bars if b.finding and b.outside],
         "not_bounded": not_bounded,
-        "trace_svg": charts.trace_chart(traces, [(v, "budget " + "/".join(es)) for v, es in budget_lines.items()])
-        if traces else None,
+        "trace_svg": charts.trace_chart(traces, [(v, "budget " + "/".join(es)) for v, es in budget_lines.items()],
+                                        colours, charged) if traces else None,
+        "slot_note": slot_note,
         "trace_lengths": {e: len(v) for e, v in traces},
-        "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]]) if any(r[1] for r in rungs) else None,
-        "percentile_svgs": _percentile_svgs(obs),
+        "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]], colours) if any(r[1] for r in rungs) else None,
+        "percentile_svgs": _percentile_svgs(obs, colours),
         "live": live_section(obs, case.spec, {e.name: e.role for e in report.matrix_engines}),
     }
 
 
-def _percentile_svgs(obs: dict[str, Any]) -> list[Markup]:
+def _percentile_svgs(obs: dict[str, Any], colours: dict[str, str] | None = None) -> list[Markup]:
     """TTFT and TPOT p50 / p90 / p99 per rung, every engine with a ladder (see `latency`)."""
     ladders = {e: o["throughput"]["rungs"] for e, o in obs.items() if o and (o.get("throughput") or {}).get("rungs")}
     out = []
@@ -139,7 +168,8 @@ def _percentile_svgs(obs: dict[str, Any]) -> list[Markup]:
                   for p, pts in latency.percentile_points(rungs, metric).items()]
         if series:
             is_open = any(r.get("mode") == "open" for rungs in ladders.values() for r in rungs)
-            out.append(charts.percentile_chart(series, metric, "request rate (req/s)" if is_open else "concurrency"))
+            out.append(charts.percentile_chart(series, metric, "request rate (req/s)" if is_open else "concurrency",
+                                               colours))
     return out
 
 
@@ -164,12 +194,16 @@ def kill_matrix(report: RunReport) -> dict[str, Any] | None:
 
 def render_html(report: RunReport) -> str:
     template = _environment().get_template("report.html.j2")
-    matrix = [{"case": c, "cells": [{"engine": e.name, "outcome": cell_outcome(report, c.id, e.name)}
-                                    for e in report.matrix_engines]} for c in report.cases]
+    colours = palette([e.name for e in report.engines])
+    matrix = [{"case": c, "cells": [matrix_cell(report, c.id, e.name) for e in report.matrix_engines]}
+              for c in report.cases]
     return template.render(
         report=report, matrix=matrix, counts=outcome_counts(report), outcomes=OUTCOMES,
-        cases=[_case_view(report, c) for c in report.cases],
-        num_failed_checks=sum(1 for v in report.verdicts if v.failed), kills=kill_matrix(report),
+        cases=[_case_view(report, c, colours) for c in report.cases], colours=colours,
+        num_failed_checks=sum(1 for v in report.verdicts if v.failed and not is_finding(v, report.oracles)),
+        num_findings=sum(1 for v in report.verdicts if is_finding(v, report.oracles)),
+        kills=kill_matrix(report), expectations=expectations_view(report),
+        families=[f for f in FAMILIES], oracles=report.oracles,
     )
 
 

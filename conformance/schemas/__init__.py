@@ -26,8 +26,11 @@ SCHEMAS_DIR = Path(__file__).resolve().parent
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """`name` is 'case', 'observation', 'engine' or 'manifest'. Pure function of the shipped file (cached)."""
+    """`name` is 'case', 'observation', 'engine', 'manifest', 'shape' or 'expectations'. Pure function of the shipped file (cached)."""
     return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
+
+
+USER_DOCUMENTS = frozenset({"case", "engine", "manifest", "shape", "expectations"})
 
 
 def _is_strict_integer(_checker, instance) -> bool:
@@ -71,6 +74,10 @@ def _message(error: jsonschema.ValidationError) -> str:
         return "exactly one of kv_cache_bytes or gpu_memory_utilization is required"
     if error.validator == "oneOf" and error.absolute_path and error.absolute_path[-1] == "acceptance":
         return "synthetic acceptance takes exactly one of mean_acceptance_length or acceptance_rates"
+    if error.validator == "pattern" and error.absolute_path and error.absolute_path[-1] == "link":
+        return f"{error.instance!r} is not a link: give an http(s) URL or a tracker key such as PORT-12"
+    if error.validator == "pattern" and error.absolute_path and error.absolute_path[-1] == "reason":
+        return "a reason must say why (it is empty)"
     if error.validator == "not":
         return f"{error.instance!r} has fields that its mode does not take"
     return error.message

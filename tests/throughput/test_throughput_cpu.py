@@ -11,11 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from conformance import paths
+
+SUITE_DIR = paths.REPO_ROOT / "suites" / "throughput"   # the suite these tests exercise
+
 
 def _sibling(name: str):
     key = f"_throughput_{name}"
     if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        spec = importlib.util.spec_from_file_location(key, SUITE_DIR / f"{name}.py")
         sys.modules[key] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(sys.modules[key])
     return sys.modules[key]

@@ -8,7 +8,6 @@ golden unused and a passing nightly run exited 1. A golden edited by hand fails 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -21,7 +20,7 @@ INNER = f'''
 import importlib.util, json
 from pathlib import Path
 
-spec = importlib.util.spec_from_file_location("_gpu_suite", {str(Path(__file__).with_name("test_throughput_gpu.py"))!r})
+spec = importlib.util.spec_from_file_location("_gpu_suite", {str(paths.REPO_ROOT / "suites" / "throughput" / "test_throughput_gpu.py")!r})
 gpu_suite = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(gpu_suite)
 OBS = json.loads(Path({str(OBSERVATION)!r}).read_text())
