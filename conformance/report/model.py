@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from conformance.expectations import Expectation
-from conformance.verdicts import Verdict
+from conformance.verdicts import FINDING, Verdict
 
 OUTCOMES = ("pass", "fail", "finding", "refused", "error", "not run")
 ORACLE = "oracle"
@@ -85,6 +85,8 @@ def is_finding(verdict: Verdict, oracles: frozenset[str] | set[str]) -> bool:
     """A failed check of an oracle other than its own golden: a fact about the oracle (it keeps a store
     outside its bound, say), reported as a finding, never as a failure of the run. An oracle that moved
     from its golden is a failure (upstream moved: re-record, say why)."""
+    if verdict.outcome == FINDING:   # a live check that says so itself (an oracle over its own bound)
+        return True
     return verdict.failed and verdict.engine in oracles and not verdict.check.endswith(".golden")
 
 

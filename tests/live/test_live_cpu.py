@@ -108,3 +108,14 @@ def test_the_reference_on_a_cpu_prints_what_it_planned(tmp_path):
     assert verdicts["live.throughput_parity_vllm"].outcome == "skip"      # no oracle serves on a CPU
     lying = dict(obs, throughput=dict(obs["throughput"], plan=dict(obs["throughput"]["plan"], kv_cache_tokens=1)))
     assert _judge(lying, case, None)["live.plan_matches_run"].failed
+
+
+def test_the_live_port_whose_startup_line_disagrees_fails_plan_matches_run(tmp_path):
+    """examples/live-port's `startup-line-disagrees`: it plans and runs as planned but prints doubled seats;
+    under a KV-bytes bound its startup figures are compared with its own plan of the case."""
+    case = load_case(REPO / "suites" / "live" / "cases" / "live-tiny-dflash-cpu.yaml")
+    obs = measure(resolve_engine(str(REPO / "examples" / "live-port" / "engine-startup-line.yaml")), case,
+                  log_dir=tmp_path)
+    assert obs["status"] == "ok", obs["message"]
+    v = _judge(obs, case, None)["live.plan_matches_run"]
+    assert v.failed and "kv_cache_tokens: printed" in v.message, v.message
