@@ -34,11 +34,18 @@ def _num(x: float | None, fmt: str) -> str:
 
 
 def live_section(observations: Mapping[str, dict[str, Any] | None], case_spec: Mapping[str, Any],
-                 roles: Mapping[str, str | None], oracle: str = "vllm") -> dict[str, Any] | None:
+                 roles: Mapping[str, str | None], oracle: str = "vllm",
+                 oracle_golden: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """See the module doc. `oracle_golden`: the oracle's live golden, its column when it was not served
+    in this run (named `<oracle> (golden)`)."""
     served = {e: o for e, o in observations.items() if o and o.get("mode") == "run" and o.get("throughput")}
     if not served:
         return None
     views = {e: live_view(o) for e, o in served.items()}
+    if oracle not in views and oracle_golden is not None:
+        views = {f"{oracle} (golden)": live_view(oracle_golden), **views}
+        roles = {**roles, f"{oracle} (golden)": "oracle"}
+        oracle = f"{oracle} (golden)"
     engines = list(views)
     base = views.get(oracle)
     concurrencies = sorted({c for v in views.values() for c in rungs_by_concurrency(v)})
@@ -60,6 +67,7 @@ def live_section(observations: Mapping[str, dict[str, Any] | None], case_spec: M
             cells.append({"engine": e, "text": text, "ratio": ratio})
         ladder.append({"concurrency": c, "cells": cells})
     util = (case_spec.get("memory") or {}).get("gpu_memory_utilization")
+    allowed_over = overrun(base, util)[0] if base is not None and util else 0
     phases = list(dict.fromkeys(p for v in views.values() for p in (v.get("footprint") or {})))
     phases.sort(key=lambda p: (p != "idle", int(p[2:]) if p.startswith("c=") and p[2:].isdigit() else 0, p))
     memory = []
@@ -69,8 +77,13 @@ def live_section(observations: Mapping[str, dict[str, Any] | None], case_spec: M
             used = (views[e].get("footprint") or {}).get(p)
             bound = bound_of(views[e], util)[0] if util else None
             over = used is not None and bound is not None and used > bound
-            mark = ("finding: the oracle over its own bound" if roles.get(e) == "oracle" else "over the bound") if over else ""
-            cells.append({"engine": e, "text": units.human_bytes(used, none="-"), "mark": mark})
+            mark, bad = "", False
+            if over and roles.get(e) == "oracle":
+                mark = "finding: the oracle over its own bound"
+            elif over:
+                bad = base is None or used - bound > allowed_over
+                mark = "over the bound" + ("" if bad else ", within the oracle's own overrun")
+            cells.append({"engine": e, "text": units.human_bytes(used, none="-"), "mark": mark, "bad": bad})
         memory.append({"phase": p, "cells": cells})
     bounds = {}
     for e in engines:

@@ -155,8 +155,20 @@ def _case_view(report: RunReport, case, colours: dict[str, str] | None = None) -
         "trace_lengths": {e: len(v) for e, v in traces},
         "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]], colours) if any(r[1] for r in rungs) else None,
         "percentile_svgs": _percentile_svgs(obs, colours),
-        "live": live_section(obs, case.spec, {e.name: e.role for e in report.matrix_engines}),
+        "live": live_section(obs, case.spec, {e.name: e.role for e in report.matrix_engines},
+                             oracle_golden=_live_golden("vllm", case.id) if case.spec.get("live") else None),
     }
+
+
+def _live_golden(oracle: str, case_id: str) -> dict[str, Any] | None:
+    """The oracle's live golden of a case, for the live section's oracle column (None when there is none)."""
+    from conformance.golden_doc import GoldenFormatError
+    from conformance.goldens import find_golden
+
+    try:
+        return find_golden("live", oracle, case_id)
+    except GoldenFormatError:
+        return None
 
 
 def _percentile_svgs(obs: dict[str, Any], colours: dict[str, str] | None = None) -> list[Markup]:
