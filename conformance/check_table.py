@@ -193,9 +193,12 @@ def judge_live(obs: dict[str, Any], case_spec: dict[str, Any], role: str = UNDER
         if check.against:
             other, source = oracle_live_document(check.against, obs["case_id"], lookup, live)
             if other is None and check.needs_against:
-                if (case_spec.get("live") or {}).get("device") == "cpu":   # no oracle serves on a CPU
-                    out.append(Verdict(check.name, engine, obs["case_id"], SKIP, f"a case served on a CPU: no oracle "
-                                       f"serves it, so there are no {check.against} figures to compare with ({source})"))
+                live_spec = case_spec.get("live") or {}
+                if not live_spec or live_spec.get("device") == "cpu":   # not a live case, or no oracle serves it
+                    why = ("a case served on a CPU: no oracle serves it" if live_spec else
+                           "the case has no `live:` section, so no oracle's live figures are kept for it")
+                    out.append(Verdict(check.name, engine, obs["case_id"], SKIP, f"{why}: there are no "
+                                       f"{check.against} figures to compare with ({source})"))
                 else:
                     out.append(Verdict(check.name, engine, obs["case_id"], FAIL, f"nothing to compare with: {source}; "
                                        f"and {check.against} was not served in this run", cause=MISSING_GOLDEN))

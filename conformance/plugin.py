@@ -158,12 +158,25 @@ def _generate_live(metafunc: pytest.Metafunc, kind: str, engines: dict[str, Engi
                   for check in LIVE_CHECKS if not check.golden for name, e in engines.items() for c in cases
                   if _serves(e, c) and check.applies(e.role, c.id)]
         metafunc.parametrize(("check", "engine", "case"), params or [pytest.param(None, None, None, marks=pytest.mark.skip(
-            reason="no (live check, engine, live case) selected"), id="none")])
+            reason="no (live check, engine, live case) selected"), id=LIVE_NONE)])
         return
     params = [pytest.param(name, c, id=f"{name}-{c.id}", marks=_live_marks(metafunc.config, c))
               for name, e in engines.items() for c in cases if _serves(e, c)]
     metafunc.parametrize(("engine", "case"), params or [pytest.param(None, None, marks=pytest.mark.skip(
-        reason="no (engine, live case) selected"), id="none")])
+        reason="no (engine, live case) selected"), id=LIVE_NONE)])
+
+
+LIVE_NONE = "no-live-case"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
+    """A live suite with no live case selected (`--cases` named plan cases only) collects nothing: its
+    placeholder items are deselected, so `pytest suites/ --engines X --cases C` runs the engine's checks only."""
+    none = [i for i in items if getattr(getattr(i, "callspec", None), "id", None) == LIVE_NONE]
+    if none:
+        config.hook.pytest_deselected(items=none)
+        items[:] = [i for i in items if i not in none]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -260,7 +260,7 @@ def _serve_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case]
 
         def rung(r: dict[str, Any], name: str = spec.name) -> None:
             tps = r.get("output_tok_per_s")
-            progress.console.print(f"  {escape(name):<10} {escape(case.id):<32} c={r['concurrency']:<4} {r['status']:<6}"
+            progress.console.print(f"  {shown(name):<10} {shown(case.id):<32} c={r['concurrency']:<4} {r['status']:<6}"
                                    + (f" {tps:.1f} tok/s" if tps else ""))
 
         obs = measure(spec, case, dict(options.overrides), run_dir / "logs" / spec.name, on_rung=rung, pack_dir=pack)
@@ -268,8 +268,8 @@ def _serve_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case]
         progress.advance(task)
         if obs["status"] != "ok":
             first = (obs.get("message") or "").strip().splitlines()
-            progress.console.print(f"  {escape(spec.name):<10} {escape(case.id):<32} {obs['status']}: "
-                                   f"[dim]{escape(first[0][:160]) if first else ''}[/]")
+            progress.console.print(f"  {shown(spec.name):<10} {shown(case.id):<32} {obs['status']}: "
+                                   f"[dim]{shown(first[0][:160]) if first else ''}[/]")
     entry["state"] = "planned"
     progress.update(task, description=f"{spec.name}: served")
 

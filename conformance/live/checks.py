@@ -230,6 +230,10 @@ def plan_matches_run(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     printed, planned = view.get("plan") or {}, view.get("plan_expected")
     if not printed:
         return _verdict(PLAN, obs, SKIP, "the engine's manifest reads no startup figures (startup_regexes)")
+    throughput = obs.get("throughput")
+    if isinstance(throughput, dict) and "plan_expected" not in throughput:
+        return _verdict(PLAN, obs, SKIP, "the engine's own plan was not asked for (`conformance ladder` serves "
+                        "without planning; `conformance run --live` and `pytest suites/live` plan it)")
     if planned is None:
         return _verdict(PLAN, obs, FAIL, "the engine's own plan of this case is missing (throughput.plan_expected): "
                         "plan mode and run mode cannot be compared")
