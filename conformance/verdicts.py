@@ -258,6 +258,13 @@ def _unplaced_draft_kv(obs: dict[str, Any], case_spec: dict[str, Any]) -> list[s
     return [f"draft KV: {why}"] if where == UNKNOWN else []
 
 
+def _draft_kv_says_first(obs: dict[str, Any], unplaced: list[str]) -> bool:
+    """Which failure a bound check states first when both apply: where the draft KV lives, when the
+    plan reports its draft KV bytes but not where they are (the null figures beside them are details);
+    the null figures, when the draft KV figure is itself among them (its place cannot be asked)."""
+    return bool(unplaced) and ((obs.get("memory") or {}).get("ledger_bytes") or {}).get("draft_kv") is not None
+
+
 def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     """Nothing outside the operator's bound: `memory.outside_bound` is empty, the ledger's
     categories under the bound sum to at most `memory.bound_bytes`, and a DFlash plan says where its
@@ -271,10 +278,12 @@ def inside_the_bound(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdict:
     total, cats = bounded_bytes(mem, case_spec)
     unreported = null_fields("memory.ledger_bytes", ledger, list(cats) + [c for c in mem.get("outside_bound") or ()
                                                                          if c not in cats])
-    if unreported:
-        return _v(check, obs, FAIL, f"{_not_reported(unreported)} (a category the bound must cover, summed against "
-                  f"memory.bound_bytes {bound})", unreported)
-    problems = _unplaced_draft_kv(obs, case_spec)
+    unplaced = _unplaced_draft_kv(obs, case_spec)
+    null_line = (f"{_not_reported(unreported)} (a category the bound must cover, summed against memory.bound_bytes "
+                 f"{bound})") if unreported else ""
+    if unreported and not _draft_kv_says_first(obs, unplaced):
+        return _v(check, obs, FAIL, null_line, tuple(unreported) + tuple(unplaced))
+    problems = unplaced + ([null_line] if null_line else [])
     if mem.get("outside_bound"):
         outside = sum(ledger.get(c) or 0 for c in mem["outside_bound"])
         parts = ", ".join(f"{c} {human_bytes(ledger.get(c))}" for c in mem["outside_bound"])
@@ -301,7 +310,7 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
     if obs["status"] != "ok":
         return _v(check, obs, SKIP, f"{obs['status']}: {obs.get('message')}")
     unplaced = _unplaced_draft_kv(obs, case_spec)
-    if unplaced:
+    if _draft_kv_says_first(obs, unplaced):
         return _v(check, obs, FAIL, f"cannot tell whether the ledger holds the seats: {unplaced[0]}", unplaced)
     mem = obs["memory"]
     per = mem.get("per_sequence") or {}
@@ -317,7 +326,9 @@ def ledger_holds_seats(obs: dict[str, Any], case_spec: dict[str, Any]) -> Verdic
                   + null_fields("memory.ledger_bytes", ledger, held_cats))
     if unreported:
         return _v(check, obs, FAIL, f"{_not_reported(unreported)} (what a sequence costs and what the ledger holds "
-                  f"under the bound, for {seats} seats)", unreported)
+                  f"under the bound, for {seats} seats)", tuple(unreported) + tuple(unplaced))
+    if unplaced:
+        return _v(check, obs, FAIL, f"cannot tell whether the ledger holds the seats: {unplaced[0]}", unplaced)
     per_seq = sum(per[k] for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
     need = seats * per_seq
     held, _ = bounded_bytes({"ledger_bytes": {c: v for c, v in ledger.items() if c not in outside}}, case_spec)
@@ -524,16 +535,20 @@ def draft_kv_scaling(small: dict[str, Any], large: dict[str, Any], case_spec: di
     for o in (small, large):
         if o["status"] != "ok":
             return _v(check, small, SKIP, f"{o['case_id']}: {o['status']}: {o.get('message')}")
-    problems = [f"{o['case_id']}: {line}" for o in (small, large) for line in _unplaced_draft_kv(o, case_spec)]
+    unplaced = {o["case_id"]: _unplaced_draft_kv(o, case_spec) for o in (small, large)}
+    problems = [f"{o['case_id']}: {line}" for o in (small, large) for line in unplaced[o["case_id"]]]
     problems += [f"{o['case_id']}: memory.outside_bound lists draft_kv "
                 f"({human_bytes((o['memory'].get('ledger_bytes') or {}).get('draft_kv'))}): allocated beside the pool"
                 for o in (small, large) if "draft_kv" in (o["memory"].get("outside_bound") or ())]
     unreported = [f"{o['case_id']}: {p}" for o in (small, large)
                   for p in null_fields("memory.per_sequence", o["memory"].get("per_sequence"),
                                        ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))]
-    if unreported:
+    if unreported and not any(_draft_kv_says_first(o, unplaced[o["case_id"]]) for o in (small, large)):
         return _v(check, small, FAIL, f"{_not_reported(unreported)} (all per-sequence state against the bound)",
-                  tuple(unreported))
+                  tuple(unreported) + tuple(problems))
+    if unreported:
+        return _v(check, small, FAIL, f"draft KV does not scale inside the bound: {problems[0]}",
+                  tuple(problems + unreported))
     per_s, per_l = ((o["memory"].get("per_sequence") or {}).get("draft_kv_bytes") for o in (small, large))
     seqs_s, seqs_l = ((o.get("budget") or {}).get("max_num_seqs") for o in (small, large))
     if not per_s or per_s != per_l:

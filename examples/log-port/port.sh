@@ -3,8 +3,9 @@
 # `plan.log`: the engine file's regexes read these lines, nothing else. Run:
 #   port.sh --dry-run --method M --k K --max-num-seqs N --max-num-batched-tokens T --max-model-len L
 #           --kv-cache-bytes B [--draft DIR] [--defects LIST]
-# Sound: the draft KV is a store of the pool (its ledger line itemizes it). Defects: draft-kv-outside-bound ->
-# one draft KV store per batch row beside the pool (bug 1).
+# The `kv pool:` line is the pool's ledger: attention KV, recurrent state and draft KV, each a store of the one
+# allocation of bound_bytes. Sound: the draft KV is one of them. Defects: draft-kv-outside-bound -> one draft KV
+# store per batch row beside the pool (bug 1): the pool's line itemizes no draft KV, the store's own lines say it.
 set -euo pipefail
 draft="" defects=""
 while (( $# )); do
@@ -45,16 +46,23 @@ active=$max_num_seqs
 if (( lookahead > 0 && mnbt / lookahead < active )); then active=$((mnbt / lookahead)); fi
 echo "scheduler: max_num_batched_tokens=$mnbt max_num_scheduled_tokens=$mnbt drafting_slots_per_request=$slots lookahead_tokens=$lookahead max_num_seqs=$max_num_seqs max_active_seqs=$active"
 echo "kv cache: bound_bytes=$kv_bytes (--kv-cache-memory-bytes)"
+per_request=0
 if [[ -n "$draft" ]]; then
   layers=$(json_int num_hidden_layers "$draft/config.json")
   heads=$(json_int num_key_value_heads "$draft/config.json")
   head_dim=$(json_int head_dim "$draft/config.json")
   pages=$(( (max_model_len + 15) / 16 + 1 ))
   per_request=$(( pages * 16 * layers * 2 * heads * head_dim * 2 ))
-  total=$(( per_request * max_num_seqs ))
 fi
-if [[ -n "$draft" && -n "${kv_bytes:-}" && ",$defects," != *",draft-kv-outside-bound,"* ]]; then
-  echo "kv cache pool: attention_kv=$(( kv_bytes - total )) draft_kv=$total bytes, every store inside bound_bytes"
+total=$(( per_request * max_num_seqs ))
+# The pool: its draft KV share (none with the defect: the store is beside it), the rest split evenly between
+# attention KV and recurrent state.
+if [[ -n "${kv_bytes:-}" ]]; then
+  in_pool=$total inside=", every store inside bound_bytes"
+  if [[ ",$defects," == *",draft-kv-outside-bound,"* ]]; then in_pool=0 inside=""; fi
+  if (( in_pool > kv_bytes )); then in_pool=$kv_bytes; fi
+  attention=$(( (kv_bytes - in_pool) / 2 ))
+  echo "kv pool: attention_kv=$attention recurrent_state=$(( kv_bytes - in_pool - attention )) draft_kv=$in_pool bytes$inside"
 fi
 if [[ -n "$draft" && ",$defects," == *",draft-kv-outside-bound,"* ]]; then
   mib() { awk -v b="$1" 'BEGIN { printf "%.3f", b / 1048576 }'; }

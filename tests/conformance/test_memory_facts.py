@@ -87,28 +87,50 @@ def test_sglangs_two_pools_carved_from_one_bound_seat_32_but_a_pool_beside_the_b
     assert v.failed and "recurrent_state" in v.message and "beside the bound" in v.message, v
 
 
-def _log_port_without_its_lists_rule(tmp_path):
-    """examples/log-port's bug-1 variant whose engine file does not map the 'NOT counted' line."""
+def _log_port_variant(tmp_path, drop: tuple[str, ...]):
+    """examples/log-port's bug-1 variant whose engine file has no rule for `drop` (dotted field paths, or
+    `lists`: no rule maps the 'NOT counted' line)."""
     import yaml
 
     doc = yaml.safe_load((paths.REPO_ROOT / "examples/log-port/engine-draft-outside.yaml").read_text())
-    del doc["plan"]["log"]["lists"]
+    for what in drop:
+        del (doc["plan"]["log"] if what == "lists" else doc["plan"]["log"]["fields"])[what]
     doc["plan"]["log"]["argv"][0] = str(paths.REPO_ROOT / "examples/log-port/port.sh")
-    f = tmp_path / "no-lists.yaml"
+    f = tmp_path / "variant.yaml"
     f.write_text(yaml.safe_dump(doc))
     return load_engine_file(f)
 
 
-def test_a_dflash_plan_that_does_not_say_where_its_draft_kv_lives_passes_no_bound_check(tmp_path):
+def _planned_pair(engine, tmp_path):
     from conformance.harness.plan_command import plan_one
 
-    engine = _log_port_without_its_lists_rule(tmp_path)
     small, large = find_case("seed-draft-kv-c8"), find_case("seed-draft-kv-c32")
-    o8, o32 = (plan_one(engine, c, tmp_path, i) for i, c in enumerate((small, large)))
+    return tuple(plan_one(engine, c, tmp_path, i) for i, c in enumerate((small, large)))
+
+
+def test_a_dflash_plan_that_does_not_say_where_its_draft_kv_lives_passes_no_bound_check(tmp_path):
+    # The engine file reads the draft store's bytes and nothing that places them: no pool ledger beside
+    # them, no line saying the store is outside the bound. Where the draft KV lives is what each check says
+    # first, though the pool's categories are null too.
+    engine = _log_port_variant(tmp_path, ("lists", "memory.ledger_bytes.attention_kv",
+                                          "memory.ledger_bytes.recurrent_state"))
+    o8, o32 = _planned_pair(engine, tmp_path)
     assert o8["status"] == o32["status"] == "ok" and o8["memory"]["outside_bound"] == []
+    assert o8["memory"]["ledger_bytes"]["draft_kv"] and o8["memory"]["ledger_bytes"]["attention_kv"] is None
     for check in ("memory.inside_bound", "memory.ledger_holds_seats", "memory.draft_kv_scaling"):
-        v = judged(check, o8, small.id, partner=o32)
-        assert v.failed and "draft KV" in v.message, v
+        v = judged(check, o8, "seed-draft-kv-c8", partner=o32)
+        assert v.failed and "draft KV" in v.message and "does not say where its draft KV lives" in v.message, v
+
+
+def test_a_store_beside_an_itemized_pool_shows_as_the_ledger_past_the_bound(tmp_path):
+    # Without the 'NOT counted' rule the log port's ledger itemizes its pool (attention KV, recurrent state)
+    # and its draft store: the draft KV is placed in the pool, and the categories sum past the bound.
+    # (memory.draft_kv_scaling names the per-sequence figures this engine file leaves null first.)
+    o8, o32 = _planned_pair(_log_port_variant(tmp_path, ("lists",)), tmp_path)
+    assert o8["memory"]["outside_bound"] == []
+    v = judged("memory.inside_bound", o8, "seed-draft-kv-c8", partner=o32)
+    assert v.failed and "(attention_kv, recurrent_state, draft_kv) sum to" in v.message, v
+    assert "over memory.bound_bytes" in v.message, v
 
 
 def test_a_plan_that_itemizes_its_pool_with_the_draft_kv_places_it():

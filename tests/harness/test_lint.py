@@ -21,10 +21,12 @@ def _check(*args: str) -> subprocess.CompletedProcess:
                           text=True, cwd=str(paths.REPO_ROOT), timeout=600)
 
 
-def _variant(tmp_path, fields=None, lists=None) -> str:
+def _variant(tmp_path, fields=None, lists=None, drop=()) -> str:
     doc = yaml.safe_load((paths.REPO_ROOT / "examples/log-port/engine.yaml").read_text())
     doc["plan"]["log"]["argv"][0] = str(paths.REPO_ROOT / "examples/log-port/port.sh")
     doc["plan"]["log"]["fields"].update(fields or {})
+    for dotted in drop:
+        del doc["plan"]["log"]["fields"][dotted]
     if lists is not None:
         doc["plan"]["log"]["lists"] = lists
     f = tmp_path / "engine.yaml"
@@ -51,8 +53,11 @@ def test_fields_the_checks_read_with_no_rule_are_listed(tmp_path):
     out = _check(_variant(tmp_path))
     assert out.returncode == 0, out.stdout
     listed = next(line for line in out.stdout.splitlines() if "plan.log.fields: no rule for memory." in line)
-    assert "memory.ledger_bytes.recurrent_state" in listed and "memory.max_concurrency" in listed, listed
-    assert "memory.ledger_bytes.draft_kv," not in listed           # the log port maps it
+    assert "memory.per_sequence.recurrent_state_bytes" in listed and "memory.max_concurrency" in listed, listed
+    assert "memory.ledger_bytes" not in listed     # the log port's pool line itemizes all three categories
+    out = _check(_variant(tmp_path, drop=("memory.ledger_bytes.recurrent_state",)))
+    listed = next(line for line in out.stdout.splitlines() if "plan.log.fields: no rule for memory." in line)
+    assert "memory.ledger_bytes.recurrent_state" in listed and "memory.ledger_bytes.draft_kv" not in listed, listed
     assert "plan.log.trace_step: no rule" in out.stdout
 
 

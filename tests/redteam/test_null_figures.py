@@ -72,10 +72,11 @@ def test_null_seat_figures_fail_explains_short_seats(obs):
 
 def test_null_per_sequence_fails_draft_kv_scaling():
     small, large = reference_observation("seed-draft-kv-c8"), reference_observation("seed-draft-kv-c32")
-    assert v.draft_kv_scaling(small, large).outcome == "pass"
+    small_spec = find_case("seed-draft-kv-c8").spec
+    assert v.draft_kv_scaling(small, large, small_spec).outcome == "pass"
     for o in (small, large):
         o["memory"]["per_sequence"]["attention_kv_bytes"] = None
-    verdict = v.draft_kv_scaling(small, large)
+    verdict = v.draft_kv_scaling(small, large, small_spec)
     assert verdict.outcome == "fail" and "memory.per_sequence.attention_kv_bytes" in verdict.message, verdict
 
 
