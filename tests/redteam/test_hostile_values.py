@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.job import exit_status
 from conformance import observation, paths
 from conformance.cases import find_case
 from conformance.check_table import CHECKS, judge_run
@@ -68,7 +69,7 @@ def test_each_hostile_observation_is_an_error_naming_the_field_and_the_run_is_re
     out = tmp_path / "reports"
     refs = ",".join(["reference"] + [str(p) for p in engines.values()])
     ran = cli(["run", "--engines", refs, "--cases", CASE, "--out", str(out)], tmp_path, timeout_s=300)
-    assert "Traceback" not in ran.err and ran.rc == 1, ran.out[-3000:] + ran.err[-3000:]
+    assert "Traceback" not in ran.err and ran.rc == exit_status.ENGINE_ERROR, ran.out[-3000:] + ran.err[-3000:]
     run_dir = out / os.readlink(out / "latest")
     assert (run_dir / "index.html").stat().st_size > 1000
     root = _junit_ok(run_dir)

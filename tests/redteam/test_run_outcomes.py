@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.job import exit_status
 from conformance import paths
 from conformance.job import rundir
 
@@ -44,7 +45,7 @@ def test_escape_sequences_in_an_engines_message_never_reach_the_console(tmp_path
     ran = cli(["run", "--engines", str(engine), "--cases", CASE, "--out", str(tmp_path / "r")], tmp_path,
               timeout_s=120, COLUMNS="300")
     printed = ran.out + ran.err
-    assert ran.rc == 1 and "Traceback" not in printed, printed[-2000:]
+    assert ran.rc == exit_status.ENGINE_ERROR and "Traceback" not in printed, printed[-2000:]
     assert "\x1b" not in printed and "\x07" not in printed and "\r" not in printed, repr(printed[-2000:])
     assert "\\x1b[2J" in printed   # shown, harmless
     planned = cli(["plan", "--engine", str(engine), "--case", CASE], tmp_path, timeout_s=120)

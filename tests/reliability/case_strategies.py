@@ -54,6 +54,10 @@ def base_documents() -> tuple[dict[str, Any], ...]:
     """The shipped cases, parsed, plus variants reaching the synthetic and utilization branches.
     Cached: callers copy before they mutate (`with_value`, `without` do)."""
     docs = [yaml.safe_load(p.read_text()) for p in case_files()]
+    for d in docs:   # every optional section present, so a mutation anywhere in the schema lands in a whole one
+        d.setdefault("live", {"concurrencies": [1, 2], "device": "cpu", "num_repeats": 2,
+                              "parity": {"min_output_tok_per_s_ratio": 0.9}, "regression": {"max_ttft_ratio": 2.5},
+                              "acceptance_tolerance": {"mean_length": 0.1}})
     first = copy.deepcopy(docs[0])
     synthetic = copy.deepcopy(first)
     synthetic["id"] = "fuzz-synthetic"
@@ -143,6 +147,11 @@ def _parent_and_key(doc: dict[str, Any], path: str) -> tuple[dict[str, Any], str
 
 def with_value(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     doc = copy.deepcopy(doc)
+    node = doc
+    for p in path.split(".")[:-1]:   # an optional section the base document lacks (`live.parity`) is made empty
+        if isinstance(node, dict) and p not in node:
+            node[p] = {}
+        node = node[p]
     parent, key = _parent_and_key(doc, path)
     parent[key] = value
     return doc
