@@ -1,8 +1,10 @@
 """Check families: which of the seed bugs a failing check points at, for the overview's cells.
 
 Contract: `family_of(check)` is the family of a check name: one of `FAMILIES` (`bound`, `pools`,
-`reservation`, `trace`, `golden`, `live`), a check the table does not list here falling back to its
-suite (`budget`, `memory`, ...), so no failure is unlabelled. `cell_families(verdicts)` lists the
+`reservation`, `trace`, `live`, `golden`, `refused`), a check the table does not list here falling back
+to its suite (`budget`, `memory`, ...), so no failure is unlabelled. The live rows read as the property
+they measure: device memory over the bound is `bound`, sequences not served concurrently `pools`,
+acceptance, throughput and a run unlike its plan `live`. `cell_families(verdicts)` lists the
 families of a cell's failed verdicts, the most telling first (`FAMILY_ORDER`): a cell that fails a
 bound check and the seat comparison it causes reads "bound", then "pools". On a refused observation
 the budget and trace comparisons can say only that the engine refused where the oracle plans: they
@@ -34,8 +36,10 @@ FAMILIES: tuple[Family, ...] = (
     Family("reservation", "seed bug 3: budgets and drafting-slot reservation unlike vLLM's",
            ("budget.parity_with_vllm", "trace.steps_within_budget")),
     Family("trace", "per-step scheduled tokens unlike vLLM's", ("trace.equals_vllm",)),
+    Family("live", "served live unlike vLLM (acceptance length, throughput) or unlike its own plan",
+           ("live.acceptance_equals_vllm", "live.throughput_parity_vllm", "live.plan_matches_run")),
     Family("golden", "an engine moved from its own golden (an oracle: upstream moved)",
-           ("budget.golden", "memory.golden", "trace.golden")),
+           ("budget.golden", "memory.golden", "trace.golden", "live.golden")),
     Family("refused", "the engine refused the case where the oracle plans it (its message says why)", ()),
 )
 REFUSAL_MASKS = ("reservation", "trace")   # on a refused observation these compare nothing but the status

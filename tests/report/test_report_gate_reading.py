@@ -39,6 +39,10 @@ def test_every_check_of_the_table_has_a_family_and_the_seed_bugs_have_theirs():
     assert family_of("memory.inside_bound") == "bound" and family_of("memory.unified_pool_seats") == "pools"
     assert family_of("trace.steps_within_budget") == "reservation" and family_of("trace.equals_vllm") == "trace"
     assert family_of("memory.some_new_check") == "memory"          # an unlisted check keeps its suite
+    # the live rows read as the property they measure
+    assert family_of("live.device_memory_within_bound") == "bound" and family_of("live.concurrency_served") == "pools"
+    assert {family_of(c) for c in ("live.acceptance_equals_vllm", "live.throughput_parity_vllm",
+                                    "live.plan_matches_run")} == {"live"} and family_of("live.golden") == "golden"
     # most telling first: a bound failure and the seat comparison it causes read "bound", then "pools"
     assert cell_families([_fail("memory.seats_equal_vllm", "p"), _fail("memory.inside_bound", "p"),
                           Verdict("trace.equals_vllm", "p", "case-a", "pass")]) == ["bound", "pools"]
