@@ -43,7 +43,9 @@ def cli(args: list[str], tmp_path: Path, timeout_s: float = 60, **extra_env: str
         proc = subprocess.Popen([sys.executable, "-m", "conformance", *args], stdout=out, stderr=err,
                                 stdin=subprocess.DEVNULL, cwd=str(paths.REPO_ROOT), env=project_env(tmp_path, **extra_env))
         deadline = t0 + timeout_s
+        hwm_kib = 0
         while True:
+            hwm_kib = max(hwm_kib, _vm_hwm_kib(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
@@ -53,8 +55,22 @@ def cli(args: list[str], tmp_path: Path, timeout_s: float = 60, **extra_env: str
                 pytest.fail(f"`conformance {' '.join(args)}` still running after {timeout_s} s (killed)")
             time.sleep(0.02)
     proc.returncode = os.waitstatus_to_exitcode(status)
+    # NOTE: the child's own high-water mark, sampled while it runs: wait4's ru_maxrss starts from the RSS of
+    # the process that forked it (a test worker grown large by earlier tests), not from the child's own
     return Ran(proc.returncode, out_f.read_text(errors="replace"), err_f.read_text(errors="replace"),
-               time.monotonic() - t0, usage.ru_maxrss / 1024)
+               time.monotonic() - t0, (hwm_kib or usage.ru_maxrss) / 1024)
+
+
+def _vm_hwm_kib(pid: int) -> int:
+    """VmHWM of a running process (KiB), 0 once it is gone or unreadable."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def alias_bomb(indent: str = "  ", levels: int = BOMB_LEVELS) -> str:
