@@ -6,16 +6,18 @@ Contract: `live_spec(case_spec)` returns a `LiveSpec`, or None for a case that i
     num_repeats 3, num_warmup_waves 1, min_requests_per_slot 1, device cuda
     parity      (same run, same card, engine / oracle)   tok/s >= 0.9 x, TTFT p50 <= 1.25 x,
                                                           TPOT p50 <= 1.15 x, ITL p50 <= 1.15 x
-    regression  (an engine against its own live golden)  tok/s >= 0.75 x, TTFT p50 <= 2.5 x,
-                                                          TPOT p50 <= 1.35 x, ITL p50 <= 1.5 x
+    regression  (an engine against its own live golden)  tok/s >= 0.6 x, TTFT p50 <= 3 x,
+                                                          TPOT p50 <= 2 x, ITL p50 <= 2 x
     acceptance  mean length +- 0.1, each position's rate +- 0.05
 
 The regression band is the wider: a golden was recorded in another run, often on another machine of
-the profile, and the same code moved by up to 0.81 x in tok/s, 1.26 x in TPOT and 1.39 x in ITL between
-two H200 machines (suites/results/throughput/README.md). TTFT moves most: at c = 2 the reference's
-per-run TTFT p50 was 36 ms in one run and 73-85 ms in another on the same H200 (which engine step a
-first token joins; suites/results/live/h200/README.md), 2.33 x, so its band sits at 2.5 x. The parity
-band compares two engines measured minutes apart on one card.
+the profile, and the same code of the reference moved between three H200 machines by up to 0.70 x in
+tok/s (c = 1, the interval's upper end 0.80), 2.33 x in TTFT (c = 2: 36 ms against 73 - 85 ms, which
+engine step a first token joins), 1.61 x in TPOT (c = 2: 0.76 against 1.24 ms) and 1.3 x in ITL
+(suites/results/live/h200/README.md): its serving is host-bound at low concurrency, and hosts differ.
+Each limit sits outside the worst move seen, so an engine that is not slower than on the golden's machine
+never fails; a regression smaller than a machine's spread is caught only by ratios measured in one run
+(the parity band, against vLLM served in the same run on the same card).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class Band:
 
 
 PARITY = Band(0.9, 1.25, 1.15, 1.15)
-REGRESSION = Band(0.75, 2.5, 1.35, 1.5)
+REGRESSION = Band(0.6, 3.0, 2.0, 2.0)
 
 
 @dataclass(frozen=True)
