@@ -51,6 +51,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--oracle-pack", action="append", default=[], metavar="DIR",
                 help="live suite: an oracle installed from `conformance envs pack` (its versions and deviations "
                      "go into the observation's provenance)")
+    g.addoption("--live-ladder", default=None, metavar="LIST",
+                help="live suite: serve these concurrencies (e.g. 1,8,32) instead of each case's ladder; not with "
+                     "--snapshot-update (a golden holds the case's whole ladder)")
+    g.addoption("--live-peer", default=None, choices=("transformers",),
+                help="live suite: also measure plain transformers generation on each live case's target, in the "
+                     "same session and card (its ratios to every engine served are written beside the logs)")
     g.addoption("--expectations", action="append", default=[], metavar="FILE",
                 help="an engine's known failures (YAML, conformance/schemas/expectations.schema.json): "
                      "expected failures xfail, an expected failure that passes fails the run (repeatable)")
@@ -62,6 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
+    _live_ladder(config)   # a bad --live-ladder is a usage error before collection
     from conformance.plugin_expectations import ExpectationsPlugin
 
     config.pluginmanager.register(ExpectationsPlugin(config), "dflash-conformance-expectations")
@@ -122,9 +129,27 @@ def _table_params(check_specs, engines: dict[str, EngineFile], cases: list[Case]
                     yield pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}")
 
 
+def _live_ladder(config: pytest.Config) -> tuple[int, ...] | None:
+    from conformance.live.spec import parse_ladder
+
+    text = config.getoption("--live-ladder")
+    if text is None:
+        return None
+    if config.getoption("--snapshot-update", default=False):
+        raise pytest.UsageError("--live-ladder with --snapshot-update: a live golden holds the case's whole ladder")
+    try:
+        return parse_ladder(text, "--live-ladder")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _live_cases(config: pytest.Config) -> list[Case]:
+    from conformance.live.spec import with_ladder
+
     pats = [p.strip() for p in config.getoption("--cases").split(",") if p.strip()]
-    return [c for c in select_by_patterns(load_all(paths.live_cases_dir()), pats) if c.spec.get("live")]
+    ladder = _live_ladder(config)
+    return [with_ladder(c, ladder) for c in select_by_patterns(load_all(paths.live_cases_dir()), pats)
+            if c.spec.get("live")]
 
 
 _CUDA = pytest.StashKey[bool]()
@@ -152,6 +177,13 @@ def _generate_live(metafunc: pytest.Metafunc, kind: str, engines: dict[str, Engi
     from conformance.check_table import LIVE_CHECKS
 
     cases = _live_cases(metafunc.config)
+    if kind == "live-peer":
+        wanted = metafunc.config.getoption("--live-peer") is not None
+        params = [pytest.param(c, id=f"transformers-{c.id}", marks=_live_marks(metafunc.config, c))
+                  for c in cases if wanted]
+        metafunc.parametrize("case", params or [pytest.param(None, marks=pytest.mark.skip(
+            reason="no peer asked for (--live-peer transformers)"), id=LIVE_NONE)])
+        return
     if kind == "live-table":
         params = [pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}",
                                marks=_live_marks(metafunc.config, c))
@@ -182,6 +214,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from conformance.suite import KIND_ATTR, SUITE_ATTR
 
+    if getattr(metafunc.function, KIND_ATTR, None) == "live-peer":
+        _generate_live(metafunc, "live-peer", {})
+        return
     if not {"engine", "case"} <= set(metafunc.fixturenames):
         return
     engines = _selected_engines(metafunc.config)
@@ -270,6 +305,10 @@ class ConformanceSession:
         if spec is None or case is None or not _serves(spec, case):
             return None
         return self.serve(engine, case)
+
+    def serves(self, engine: str, case: Case) -> bool:
+        """Whether the selected `engine` serves the live `case` in this session."""
+        return engine in self.engines and _serves(self.engines[engine], case)
 
     def engine(self, name: str) -> EngineFile:
         return self.engines[name]

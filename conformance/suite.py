@@ -13,6 +13,7 @@ case) where the check applies to the engine's role and the case. Each test recor
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Callable
 
 import pytest
@@ -101,6 +102,30 @@ def live_table_test() -> Callable[..., None]:
     test.__doc__ = live_table_test.__doc__
     setattr(test, SUITE_ATTR, "live")
     setattr(test, KIND_ATTR, "live-table")
+    return test
+
+
+def live_peer_test() -> Callable[..., None]:
+    """`--live-peer transformers`: plain transformers generation on the live case's target, measured in the
+    same session on the same card as the engines (conformance.live.transformers_peer). Passes when it
+    completed every rung on the engines' hardware; writes its observation and its ratios to every engine
+    served on the case beside the engines' logs (<store>/live/transformers/). Informational: no engine is
+    judged against it."""
+    def test(case, conformance_session, request: pytest.FixtureRequest) -> None:
+        from conformance.live.peer_run import run_peer
+
+        s = conformance_session
+        served = {name: s.serve(name, case) for name, e in s.engines.items() if s.serves(name, case)}
+        peer, ratios = run_peer(case, served, Path(s.store.root) / "live" / "transformers")
+        print(f"transformers peer on {case.id}: {json.dumps(ratios, sort_keys=True)}")
+        assert peer["status"] == "ok", f"the transformers peer did not complete its ladder: {peer['message']}"
+        other = {name: obs["device"]["hardware"] for name, obs in served.items()
+                 if obs["device"]["hardware"] != peer["device"]["hardware"]}
+        assert not other, f"the peer ran on {peer['device']['hardware']!r}, engines elsewhere: {other}"
+
+    test.__doc__ = live_peer_test.__doc__
+    setattr(test, SUITE_ATTR, "live")
+    setattr(test, KIND_ATTR, "live-peer")
     return test
 
 

@@ -46,6 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "first, and judge them with the live checks (a GPU host for cuda cases)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="live: override a manifest placeholder (e.g. vllm=DIR/bin/vllm)")
+    p.add_argument("--live-ladder", metavar="LIST",
+                   help="live: serve these concurrencies (e.g. 1,8,32) instead of each case's ladder")
     p.add_argument("--oracle-pack", action="append", default=[], type=Path, metavar="DIR",
                    help="live: an oracle installed from `conformance envs pack`: its versions and its deviations "
                         "from the oracle's defaults go into the observation's provenance")
@@ -53,8 +55,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conformance.commands.ladder import _overrides
+    from conformance.errors import ConformanceError
+    from conformance.live.spec import parse_ladder
 
-    options = RunOptions(case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
+    try:
+        ladder = parse_ladder(args.live_ladder, "--live-ladder") if args.live_ladder else None
+    except ValueError as exc:
+        raise ConformanceError(str(exc)) from None
+    options = RunOptions(live_ladder=ladder, case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
                          overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
                          expectations=tuple(args.expectations), goldens_dir=args.goldens_dir)

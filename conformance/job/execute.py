@@ -57,6 +57,7 @@ class RunOptions:
     live: bool = False                            # serve the live cases instead of planning (see run_live_engine)
     overrides: tuple[tuple[str, str], ...] = ()   # live: manifest placeholders (KEY=VALUE), e.g. vllm=DIR/bin/vllm
     packs: tuple[Path, ...] = ()                  # live: oracle packs (`conformance envs pack`), by their engine
+    live_ladder: tuple[int, ...] | None = None    # live: concurrencies served instead of each case's ladder
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
 
@@ -98,6 +99,11 @@ def run_job(options: RunOptions, console: Console) -> int:
     from conformance.expectations import load_expectations
 
     cases, selection = select_cases(list(options.case_patterns), options.cases_dir, live=options.live)
+    if options.live and options.live_ladder:
+        from conformance.live.spec import with_ladder
+
+        cases = [with_ladder(c, options.live_ladder) for c in cases]
+        selection += f" on the ladder {','.join(map(str, options.live_ladder))}"
     specs = select_engines(options.engines)
     if options.live:   # oracles first: an engine under test is compared with them as measured in this run
         specs = sorted(specs, key=lambda s: s.role != "oracle")

@@ -22,10 +22,15 @@ never fails; a regression smaller than a machine's spread is caught only by rati
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from conformance.loadgen import LoadgenSettings
+
+if TYPE_CHECKING:
+    from conformance.cases import Case
 
 
 @dataclass(frozen=True)
@@ -81,3 +86,25 @@ def live_spec(case_spec: Mapping[str, Any]) -> LiveSpec | None:
                     parity=PARITY.merged(live.get("parity")), regression=REGRESSION.merged(live.get("regression")),
                     acceptance_mean_tolerance=float(tol.get("mean_length", 0.1)),
                     acceptance_per_position_tolerance=float(tol.get("per_position", 0.05)))
+
+
+def parse_ladder(text: str, where: str) -> tuple[int, ...]:
+    """'1,8,32' -> (1, 8, 32): increasing concurrencies >= 1; ValueError naming `where` otherwise."""
+    try:
+        ladder = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        ladder = ()
+    if not ladder or min(ladder) < 1 or list(ladder) != sorted(set(ladder)):
+        raise ValueError(f"{where} {text!r}: give increasing concurrencies >= 1 separated by commas, e.g. 1,8,32")
+    return ladder
+
+
+def with_ladder(case: "Case", ladder: tuple[int, ...] | None) -> "Case":
+    """`case` served on `ladder` instead of its own `live.concurrencies` (both faces' `--live-ladder`);
+    the case itself when `ladder` is None or the case is not run live. Its id stays: the golden of a case
+    is per rung, and a rung of the golden that this run did not serve is not compared."""
+    if ladder is None or not case.spec.get("live"):
+        return case
+    spec = copy.deepcopy(case.spec)
+    spec["live"]["concurrencies"] = list(ladder)
+    return dataclasses.replace(case, spec=spec)

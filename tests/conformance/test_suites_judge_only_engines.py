@@ -1,6 +1,7 @@
 """`pytest suites/ --engines X` collects the checks of the engines asked for and nothing else: every
 item it would run is a suite test parametrized by engine (or the GPU nightly, which skips on a CPU); the
-framework's own self-tests (the throughput suite's CPU tests) live under tests/ and run with `pytest tests/`."""
+framework's own self-tests live under tests/ and run with `pytest tests/` (the live suite's options in
+tests/live, where the old throughput suite's self-tests went when it folded into suites/live)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,3 @@ def test_suites_collect_only_engine_checks():
     assert items
     not_engine = [i for i in items if not i.endswith("reference-tiny-dflash-c4-k8]")]
     assert not_engine == []
-    for moved in ("test_throughput_cpu.py", "test_bands.py", "test_golden_use.py"):
-        assert (paths.REPO_ROOT / "tests" / "throughput" / moved).is_file()
-        assert not (paths.REPO_ROOT / "suites" / "throughput" / moved).exists()

@@ -1,22 +1,28 @@
-"""Plain Hugging Face transformers generation as a throughput peer: batch = concurrency.
+"""Plain Hugging Face transformers generation as a throughput peer of a live case: batch = concurrency.
 
-Contract: `hf_ladder(case_id, profile, model_dir, workload, concurrencies, device, max_total_s)`
-returns a `run`-mode observation (engine "transformers") with one rung per concurrency c, prompts
-from the same `Workload` as the load generator's (c of them, one static batch), greedy, fixed
-output length (min_new_tokens = max_new_tokens = workload.output_tokens). Per rung, untimed: one
-`generate` of 2 new tokens (warm-up: kernel compilation and autotuning at this batch); timed: one
-`generate` of the full length with a streamer that stamps each generated step as it reaches the host:
+Contract: `peer_settings(case_spec)` reads the case's `live.transformers_peer` (concurrencies, default the
+case's ladder; output_tokens, default 16: transformers' Qwen3_5 generate is slow; max_total_s, default 200).
+`hf_ladder(case_id, profile, config_dir, workload, concurrencies, device, max_total_s)` returns a
+`run`-mode observation (engine "transformers") with one rung per concurrency c: the model built from
+`config_dir`'s config.json with seeded random weights (`torch.manual_seed(seed)`: throughput does not
+depend on the values), prompts from the same `Workload` as the load generator's (c of them, one static
+batch), greedy, fixed output length (min_new_tokens = max_new_tokens = workload.output_tokens). Per rung,
+untimed: one `generate` of 2 new tokens (warm-up: kernel compilation and autotuning at this batch); timed:
+one `generate` of the full length with a streamer that stamps each generated step as it reaches the host:
 `ttft_ms` = start -> first new token, `tpot_ms` = first -> last new token / (new tokens - 1), both from
 the same call (so neither can be negative), `output_tok_per_s` = c x new tokens / its wall time.
 A failure becomes a rung with status error and the exception's first line; once the rungs took
 longer than `max_total_s` the next rung is an error saying so (the peer is slow on some shapes).
 The Gated-DeltaNet kernels transformers picked are named in `provenance.functions`.
+`ratios(engine_obs, peer_obs)`: per concurrency both measured, the engine's output tok/s over the peer's
+and the peer's median TPOT over the engine's (the two output lengths differ: tok/s is per wall second).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 from conformance import observation
 from conformance.harness.hardware import describe
@@ -127,23 +133,45 @@ def _rung(model: Any, prompts: Any, n: int, pad: int, device: str) -> tuple[dict
     return rung, {"concurrency": c, "wall_s": wall_s, "ttft_s": ttft_s}
 
 
-def hf_ladder(case_id: str, profile: str, model_dir: str, workload: Workload, concurrencies: tuple[int, ...],
+@dataclass(frozen=True)
+class PeerSettings:
+    concurrencies: tuple[int, ...]
+    output_tokens: int = 16
+    max_total_s: float = 200.0
+
+
+def peer_settings(case_spec: Mapping[str, Any]) -> PeerSettings:
+    live = case_spec.get("live") or {}
+    peer = live.get("transformers_peer") or {}
+    return PeerSettings(tuple(int(c) for c in peer.get("concurrencies") or live["concurrencies"]),
+                        int(peer.get("output_tokens", 16)), float(peer.get("max_total_s", 200.0)))
+
+
+def _model(config_dir: str, dtype: Any, device: str, seed: int) -> Any:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(config_dir)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config, dtype=dtype).to(device).eval()
+
+
+def hf_ladder(case_id: str, profile: str, config_dir: str, workload: Workload, concurrencies: tuple[int, ...],
               device: str = "cuda", max_total_s: float = 600.0,
-              on_rung: Callable[[dict[str, Any]], None] = lambda r: None) -> dict[str, Any]:
+              on_rung: Callable[[dict[str, Any]], None] = lambda r: None, seed: int = 0) -> dict[str, Any]:
     import torch
     import transformers
-    from transformers import AutoModelForCausalLM
 
     obs = observation.new(case_id, "transformers", transformers.__version__, "run", profile)
     obs["device"]["hardware"] = describe(device)
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     t0 = time.perf_counter()
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype).to(device).eval()
+    model = _model(config_dir, dtype, device, seed)
     load_s = time.perf_counter() - t0
-    obs["provenance"]["functions"] = ["transformers.AutoModelForCausalLM.from_pretrained",
+    obs["provenance"]["functions"] = ["transformers.AutoModelForCausalLM.from_config",
                                       "GenerationMixin.generate"] + _kernels(model)
-    obs["provenance"]["glue"] = [{"name": "suites.throughput.hf_peer", "description": (
-        "batch = concurrency; per rung an untimed 2-token warm-up, then one timed full-length generate with a "
+    obs["provenance"]["glue"] = [{"name": "conformance.live.transformers_peer", "description": (
+        "seeded random weights; batch = concurrency; per rung an untimed 2-token warm-up, then one timed full-length generate with a "
         "streamer stamping each new token on the host: ttft = start -> first token, tpot = first -> last token / "
         "(new tokens - 1), tokens/s = batch x new tokens / wall time")}]
     eos = getattr(model.config, "eos_token_id", None)
@@ -175,4 +203,22 @@ def hf_ladder(case_id: str, profile: str, model_dir: str, workload: Workload, co
                      "wall_s": time.perf_counter() - t0}
     if any(r["status"] == "error" for r in rungs):
         obs["status"], obs["message"] = "error", next(r["message"] for r in rungs if r["status"] == "error")
-    return observation.validate(obs, "hf_peer")
+    return observation.validate(obs, "transformers peer")
+
+
+def _by_c(obs: dict[str, Any], figure: str) -> dict[int, float]:
+    out = {}
+    for r in (obs.get("throughput") or {}).get("rungs") or []:
+        value = r.get(figure)
+        value = value.get("median") if isinstance(value, dict) else value
+        if r.get("status") == "ok" and value:
+            out[r["concurrency"]] = float(value)
+    return out
+
+
+def ratios(engine_obs: dict[str, Any], peer_obs: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """{figure: {concurrency: ratio}} over the rungs both measured ok (see the module's contract)."""
+    tok_e, tok_p = _by_c(engine_obs, "output_tok_per_s"), _by_c(peer_obs, "output_tok_per_s")
+    tpot_e, tpot_p = _by_c(engine_obs, "tpot_ms"), _by_c(peer_obs, "tpot_ms")
+    return {"output_tok_per_s_engine_over_transformers": {str(c): tok_e[c] / tok_p[c] for c in sorted(set(tok_e) & set(tok_p))},
+            "tpot_transformers_over_engine": {str(c): tpot_p[c] / tpot_e[c] for c in sorted(set(tpot_e) & set(tpot_p))}}
