@@ -12,6 +12,12 @@
 #   judged       conformance run --live on live-2b-dflash-k8 of $ENGINES (default: reference; e.g. the live
 #                ports of examples/live-port) against vLLM's golden recorded on this card
 #   reference-N  the unchanged reference served N more times on live-2b-dflash-k8 (N = 1..3), each judged
+#   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
+#                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
+#                compared with vLLM as served in this run on this card; report in $OUT/same-run/
+#   same-run-pytest  the other face, in the background: `pytest suites/live -m gpu` of vLLM, the reference and
+#                the slowed port on the same case; verdicts in $OUT/same-run-pytest/verdicts.jsonl
+#   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
 # of the same machine read them. Every step writes under /tmp/gpu-out (kept while the machine is held);
@@ -20,9 +26,9 @@ set -uo pipefail
 RESULTS=${1:?usage: gpu_live.sh RESULTS STEP...}; shift
 OUT=/tmp/gpu-out
 STASH=${STASH:-/tmp/stash}
-PACK=/tmp/vllm-pack
+PACK=${PACK:-/tmp/vllm-pack}
 GOLDENS=${GOLDENS:-/tmp/goldens}
-export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 COLUMNS=200
 export PYTHONPATH="$PWD:/tmp/fw-site${PYTHONPATH:+:$PYTHONPATH}"
 export DFLASH_CONFORMANCE_GOLDENS=$GOLDENS
 mkdir -p "$OUT" "$RESULTS"
@@ -70,6 +76,33 @@ for step in "$@"; do
           2>&1 | tee "$OUT/reference-$i.log" | grep -E "live\.|pass:|FAIL|ERROR" | tail -20
         run=$(ls -td /tmp/reports-ref/2* | head -1); mkdir -p "$OUT/reference-$i"
         cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-$i/" 2>/dev/null
+      done
+      ;;
+    same-run)
+      mkdir -p "$OUT/same-run"
+      ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
+      setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines vllm,reference,$ports \
+          ${VLLM_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
+          echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
+          cp \$run/observations.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \
+          < /dev/null > /dev/null 2>&1 &
+      echo $! > /tmp/bg.pid; echo "started same-run, pid $(cat /tmp/bg.pid)"
+      ;;
+    same-run-pytest)
+      mkdir -p "$OUT/same-run-pytest"
+      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
+          --engines vllm,reference,examples/live-port/engine-slow.yaml ${VLLM_SET[*]} \
+          -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
+          --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;
+          echo \$? > $OUT/same-run-pytest/rc" < /dev/null > /dev/null 2>&1 &
+      echo $! > /tmp/bg.pid; echo "started same-run-pytest, pid $(cat /tmp/bg.pid)"
+      ;;
+    wait)
+      pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
+      while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
+      if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running (pid $pid)"; else echo "done"; fi
+      for log in "$OUT"/same-run/run.log "$OUT"/same-run-pytest/pytest.log; do
+        [ -f "$log" ] && { echo "--- $log"; tail -c 6000 "$log"; }
       done
       ;;
     *) echo "unknown step $step"; exit 2 ;;

@@ -168,9 +168,9 @@ def _live_marks(config: pytest.Config, case: Case) -> list:
 
 
 def _serves(engine: EngineFile, case: Case) -> bool:
-    """Engines with a `live:` section serve live cases; oracles serve only cases on a GPU (no oracle of this
-    framework serves on a CPU, so a CPU case has no oracle figures)."""
-    return bool(engine.live) and (engine.role != "oracle" or case.spec["live"].get("device", "cuda") == "cuda")
+    from conformance.live.measure import serves
+
+    return serves(engine, case)
 
 
 def _generate_live(metafunc: pytest.Metafunc, kind: str, engines: dict[str, EngineFile]) -> None:

@@ -253,15 +253,21 @@ def _pack_of(spec: EngineFile, packs: Sequence[Path]) -> Path | None:
 def _serve_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], options: RunOptions, run_dir: Path,
                   log: rundir.ObservationLog, progress: Progress, task) -> None:
     """Live: serve every case on the engine (`live.measure`), one observation per case as it is measured."""
-    from conformance.live.measure import measure
+    from conformance.live.measure import measure, serves
 
     if not spec.live:
         entry["state"], entry["note"] = "skipped", "its engine file has no `live:` section"
         progress.update(task, description=f"{spec.name}: skipped (no live section)", completed=len(cases))
         return
+    served = [c for c in cases if serves(spec, c)]
+    if not served:
+        entry["state"], entry["note"] = "skipped", "an oracle serves only cases on a GPU; every selected case is a CPU's"
+        progress.update(task, description=f"{spec.name}: skipped (CPU cases only)", completed=len(cases))
+        return
     entry["state"] = "running"
     pack = _pack_of(spec, options.packs)
-    for case in cases:
+    progress.update(task, total=len(served))
+    for case in served:
         progress.update(task, description=f"{spec.name}: serving {case.id}")
 
         def rung(r: dict[str, Any], name: str = spec.name) -> None:

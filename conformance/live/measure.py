@@ -32,6 +32,13 @@ from conformance.live.spec import live_spec
 UNDER_TEST = "under-test"
 
 
+def serves(engine: EngineFile, case: Case) -> bool:
+    """Whether `engine` serves the live `case` (both faces ask this): engines with a `live:` section do;
+    an oracle only on a GPU case (no oracle of this framework serves on a CPU, so a CPU case has no
+    oracle figures)."""
+    return bool(engine.live) and (engine.role != "oracle" or (case.spec.get("live") or {}).get("device", "cuda") == "cuda")
+
+
 def expected_startup_figures(plan_obs: dict[str, Any], case_spec: Mapping[str, Any]) -> dict[str, Any] | None:
     """{figure: value} that a plan predicts an engine prints when it starts; None for a plan that failed."""
     if plan_obs.get("status") != "ok":

@@ -1,6 +1,7 @@
 """`pytest suites/live` and `conformance run --live` judge from one table (check_table.LIVE_CHECKS) and
 serve through one function (live.measure): on the shipped CPU live case, with the reference and a
-stub engine, they produce the same set of (check, engine, case, outcome)."""
+stub engine, they produce the same set of (check, engine, case, outcome); vLLM, asked for too, serves
+the CPU case in neither (an oracle serves only cases on a GPU) and needs no executable for it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 from conformance import paths
 from conformance.job.rundir import load_report, resolve_run_dir
 
-ENGINES = "reference,tests/fixtures/live/stub-paced.yaml"
+ENGINES = "vllm,reference,tests/fixtures/live/stub-paced.yaml"   # vLLM serves no CPU case in either face
 
 
 def test_the_live_suite_and_the_live_job_produce_the_same_verdicts(tmp_path):
