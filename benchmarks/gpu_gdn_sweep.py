@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine_under_test.model import gdn_snapshots as gs  # noqa: E402
-from engine_under_test.model.deferred_states import KeptInputs  # noqa: E402
+from engine_under_test.model.kept_inputs import KeptInputs  # noqa: E402
 
 HK, HV, DK, DV, K_SPEC = 16, 16, 128, 128, 8
 BLOCK_VS = (8, 16, 32)

@@ -79,9 +79,8 @@ def _launch(x: torch.Tensor, weight: torch.Tensor, eps: float, zero_centered: bo
 
 
 def _zero_centered(norm) -> bool:
-    from engine_under_test.model.norm import ZeroCenteredRMSNorm
-
-    return isinstance(norm, ZeroCenteredRMSNorm)
+    """`x / rms(x) * (1 + weight)` (the norm says so: `norm.ZeroCenteredRMSNorm.zero_centered`)."""
+    return bool(getattr(norm, "zero_centered", False))
 
 
 def rms_norm(x: torch.Tensor, norm) -> torch.Tensor:

@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from engine_under_test.model.deferred_states import KeptInputs
+from engine_under_test.model.kept_inputs import KeptInputs
 
 # Each program owns BLOCK_V (the commit: COMMIT_BLOCK_V) value rows of one value head's [Dv, Dk]
 # state and runs NUM_WARPS warps. benchmarks/gpu_gdn_sweep.py times the choices on one H200: at 32

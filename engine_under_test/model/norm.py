@@ -24,6 +24,8 @@ def _normalize(x: torch.Tensor, eps: float) -> torch.Tensor:
 
 
 class ZeroCenteredRMSNorm(nn.Module):
+    zero_centered = True   # the kernel's form (fused_norms reads it)
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps

@@ -21,7 +21,7 @@ pytest.importorskip("triton")
 if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
     pytest.skip("needs CUDA or TRITON_INTERPRET=1", allow_module_level=True)
 
-from engine_under_test.model.deferred_states import KeptInputs  # noqa: E402
+from engine_under_test.model.kept_inputs import KeptInputs  # noqa: E402
 from engine_under_test.model.gdn_snapshots import gdn_commit, gdn_snapshots  # noqa: E402
 from tests.engine_under_test.triton_interpreter import interpret_snapshot_kernels  # noqa: E402
 
