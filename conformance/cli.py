@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "conformance.commands.envs",
     "conformance.commands.run",
     "conformance.commands.report",
+    "conformance.commands.merge",
     "conformance.commands.ladder",
     "conformance.commands.docs",
 )

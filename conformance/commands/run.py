@@ -46,6 +46,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "first, and judge them with the live checks (a GPU host for cuda cases)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="live: override a manifest placeholder (e.g. vllm=DIR/bin/vllm)")
+    p.add_argument("--shard", metavar="I/N",
+                   help="plan only the I-th of N shards of the (engine, case, device) matrix (a stable hash of "
+                        "each cell, the same as `pytest suites/ --shard I/N`; conformance.nightly.shard)")
     p.add_argument("--oracle-pack", action="append", default=[], type=Path, metavar="DIR",
                    help="live: an oracle installed from `conformance envs pack`: its versions and its deviations "
                         "from the oracle's defaults go into the observation's provenance")
@@ -53,9 +56,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from conformance.commands.ladder import _overrides
+    from conformance.nightly.shard import parse_shard
 
     options = RunOptions(case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
                          overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
-                         expectations=tuple(args.expectations), goldens_dir=args.goldens_dir)
+                         expectations=tuple(args.expectations), goldens_dir=args.goldens_dir,
+                         shard=parse_shard(args.shard))
     return run_job(options, Console(stderr=False))

@@ -43,6 +43,7 @@ from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
 from conformance.job.exit_status import run_exit_status
+from conformance.nightly.shard import Shard
 from conformance.report.model import RunReport
 from conformance.report.render import write_html
 
@@ -59,6 +60,7 @@ class RunOptions:
     packs: tuple[Path, ...] = ()                  # live: oracle packs (`conformance envs pack`), by their engine
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
+    shard: Shard | None = None               # plan only this shard's cells (conformance.nightly.shard)
 
 
 def _stamp() -> str:
@@ -122,25 +124,37 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
+    from conformance.nightly.provenance import run_provenance
+
     judged_with = {"expectations": [e.to_json() for e in expectations],
-                   "goldens_dir": str(goldens_dir) if goldens_dir else None}
+                   "goldens_dir": str(goldens_dir) if goldens_dir else None,
+                   "provenance": run_provenance(goldens_dir, options.shard)}
     meta = lambda finished=None, interrupted=False: _meta(  # noqa: E731
         run_dir, selection, cases, engines, started, finished, interrupted, judged_with)
     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
+    shard = options.shard
+    cells = {s.name: [c for c in cases if shard is None or shard.holds(s.name, c.id, c.spec.get("device", ""))]
+             for s in specs}
     console.print(f"conformance run {shown(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
-                  f"· selection: {shown(selection)} -> {shown(str(run_dir))}")
+                  f"· selection: {shown(selection)}"
+                  + (f" · shard {shard.text()}: {sum(map(len, cells.values()))} cell(s)" if shard else "")
+                  + f" -> {shown(str(run_dir))}")
     log = rundir.ObservationLog(run_dir)
     write_error: OSError | None = None
     with Interrupts() as stop:
         try:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
-                tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
+                tasks = {n: progress.add_task(f"{n}: waiting", total=len(cells[n])) for n in names}
                 for entry, spec in zip(engines, specs):
-                    if options.live:
-                        _serve_engine(entry, spec, cases, options, run_dir, log, progress, tasks[entry["name"]])
+                    mine = cells[spec.name]
+                    if not mine:
+                        entry["state"], entry["note"] = "skipped", f"none of its cells is in shard {shard.text()}"
+                        progress.update(tasks[entry["name"]], description=f"{spec.name}: skipped (not in this shard)")
+                    elif options.live:
+                        _serve_engine(entry, spec, mine, options, run_dir, log, progress, tasks[entry["name"]])
                     else:
-                        _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+                        _run_engine(entry, spec, mine, options.no_build, run_dir, log, progress, tasks[entry["name"]])
                     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
         except KeyboardInterrupt:
             stop.hold()
