@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "conformance.commands.run",
     "conformance.commands.report",
     "conformance.commands.merge",
+    "conformance.commands.history",
     "conformance.commands.ladder",
     "conformance.commands.docs",
 )

@@ -49,6 +49,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shard", metavar="I/N",
                    help="plan only the I-th of N shards of the (engine, case, device) matrix (a stable hash of "
                         "each cell, the same as `pytest suites/ --shard I/N`; conformance.nightly.shard)")
+    p.add_argument("--history", metavar="URL",
+                   help="the results store the run is appended to: sqlite:////ABS/PATH, a file path or a postgresql:// "
+                        "URL (default: history.sqlite beside the run directories)")
+    p.add_argument("--no-history", action="store_true", help="append the run to no results store")
     p.add_argument("--oracle-pack", action="append", default=[], type=Path, metavar="DIR",
                    help="live: an oracle installed from `conformance envs pack`: its versions and its deviations "
                         "from the oracle's defaults go into the observation's provenance")
@@ -62,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
                          overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
                          expectations=tuple(args.expectations), goldens_dir=args.goldens_dir,
-                         shard=parse_shard(args.shard))
+                         shard=parse_shard(args.shard), history=args.history, no_history=args.no_history)
     return run_job(options, Console(stderr=False))

@@ -61,6 +61,8 @@ class RunOptions:
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
     shard: Shard | None = None               # plan only this shard's cells (conformance.nightly.shard)
+    history: str | None = None               # the results store's URL (default reports_root/history.sqlite)
+    no_history: bool = False                 # append nothing to a results store
 
 
 def _stamp() -> str:
@@ -177,6 +179,8 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
             rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta(_stamp(), interrupted))
             report = finish(run_dir, console)
             rundir.point_latest(reports_root, run_dir)
+            if not options.no_history:
+                _record_history(run_dir, report, options.history, reports_root, console)
         except OSError:
             if write_error is not None:   # the first failure is the one to tell
                 raise write_error from None
@@ -191,6 +195,22 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                                   + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
         return 1
     return run_exit_status(report)
+
+
+def _record_history(run_dir: Path, report: RunReport, url: str | None, reports_root: Path, console: Console) -> None:
+    """Append the run to the results store (`nightly.history`). A store that cannot be written is said, naming
+    it, and the run's own verdicts and exit status stand (`conformance history --record DIR` appends it later)."""
+    from conformance.errors import ConformanceError
+    from conformance.nightly.history import record_and_trend
+    from conformance.nightly.history_store import default_url
+
+    url = url or default_url(reports_root)
+    try:
+        record_and_trend(run_dir, report, url, console)
+    except (ConformanceError, OSError, Exception) as exc:  # noqa: BLE001 -- a store's failure must not lose the run
+        console.print(f"[red]history: could not record the run in {shown(url)}: {shown(type(exc).__name__)}: "
+                      f"{shown(str(exc)[:300])}; append it later with `conformance history --history URL --record "
+                      f"{shown(str(run_dir))}`[/]")
 
 
 def _why(exc: OSError) -> str:
