@@ -21,6 +21,8 @@ COMMAND_MODULES = (
     "conformance.commands.report",
     "conformance.commands.merge",
     "conformance.commands.history",
+    "conformance.commands.package",
+    "conformance.commands.verify",
     "conformance.commands.ladder",
     "conformance.commands.docs",
 )
