@@ -19,6 +19,10 @@ COMMAND_MODULES = (
     "conformance.commands.envs",
     "conformance.commands.run",
     "conformance.commands.report",
+    "conformance.commands.merge",
+    "conformance.commands.history",
+    "conformance.commands.package",
+    "conformance.commands.verify",
     "conformance.commands.ladder",
     "conformance.commands.docs",
 )

@@ -7,7 +7,10 @@ path (`--engines reference,vllm,./port.yaml`). Every needed case is planned once
 session in one adapter process (shared across xdist workers through a file-locked store).
 
 Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --verdicts-out FILE
-         --expectations FILE (repeatable)   --goldens-dir DIR
+         --expectations FILE (repeatable)   --goldens-dir DIR   --shard I/N
+
+`--shard I/N` keeps the tests of the (engine, case, device) cells of that shard, by the one rule
+`conformance run --shard` uses (`conformance.nightly.shard`); a bad value exits 2 naming it.
 
 Expectations: `conformance.plugin_expectations` (registered here).
 """
@@ -32,6 +35,7 @@ _CASES = pytest.StashKey[dict]()
 _NEEDED = pytest.StashKey[dict]()
 _RESULTS = pytest.StashKey[list]()
 _ENGINES = pytest.StashKey[dict]()
+_SHARD = pytest.StashKey[object]()
 def _goldens_dir(config: pytest.Config) -> Path | None:
     d = config.getoption("--goldens-dir", default=None)
     return Path(d).expanduser().resolve() if d else None
@@ -63,9 +67,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g.addoption("--goldens-dir", default=None, metavar="DIR",
                 help="where engines under test keep their goldens (DIR/<suite>/...); oracles' goldens stay "
                      "the framework's (default: the framework's goldens/)")
+    g.addoption("--shard", default=None, metavar="I/N",
+                help="run only the I-th of N shards of the (engine, case, device) matrix (the same cells as "
+                     "`conformance run --shard I/N`)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from conformance.nightly.shard import parse_shard
+
+    try:
+        config.stash[_SHARD] = parse_shard(config.getoption("--shard"))
+    except ConformanceError as exc:
+        pytest.exit(f"dflash-conformance: {exc}", returncode=2)
     config.stash[_NEEDED] = {}
     config.stash[_RESULTS] = []
     _live_ladder(config)   # a bad --live-ladder is a usage error before collection
@@ -121,11 +134,16 @@ def _selected_engines(config: pytest.Config) -> dict[str, EngineFile]:
     return config.stash[_ENGINES]
 
 
-def _table_params(check_specs, engines: dict[str, EngineFile], cases: list[Case]):
+def _in_shard(config: pytest.Config, engine: str, case: Case) -> bool:
+    shard = config.stash.get(_SHARD, None)
+    return shard is None or shard.holds(engine, case.id, case.spec.get("device", ""))
+
+
+def _table_params(check_specs, engines: dict[str, EngineFile], cases: list[Case], config: pytest.Config):
     for check in check_specs:
         for name, engine in engines.items():
             for c in cases:
-                if check.applies(engine.role, c.id):
+                if check.applies(engine.role, c.id) and _in_shard(config, name, c):
                     yield pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}")
 
 
@@ -188,12 +206,12 @@ def _generate_live(metafunc: pytest.Metafunc, kind: str, engines: dict[str, Engi
         params = [pytest.param(check, name, c, id=f"{check.name.split('.', 1)[1]}-{name}-{c.id}",
                                marks=_live_marks(metafunc.config, c))
                   for check in LIVE_CHECKS if not check.golden for name, e in engines.items() for c in cases
-                  if _serves(e, c) and check.applies(e.role, c.id)]
+                  if _serves(e, c) and check.applies(e.role, c.id) and _in_shard(metafunc.config, name, c)]
         metafunc.parametrize(("check", "engine", "case"), params or [pytest.param(None, None, None, marks=pytest.mark.skip(
             reason="no (live check, engine, live case) selected"), id=LIVE_NONE)])
         return
     params = [pytest.param(name, c, id=f"{name}-{c.id}", marks=_live_marks(metafunc.config, c))
-              for name, e in engines.items() for c in cases if _serves(e, c)]
+              for name, e in engines.items() for c in cases if _serves(e, c) and _in_shard(metafunc.config, name, c)]
     metafunc.parametrize(("engine", "case"), params or [pytest.param(None, None, marks=pytest.mark.skip(
         reason="no (engine, live case) selected"), id=LIVE_NONE)])
 
@@ -228,16 +246,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     kind = getattr(metafunc.function, KIND_ATTR, None)
     needed = metafunc.config.stash[_NEEDED]
     if kind == "table":
-        params = list(_table_params([c for c in checks_of(suite) if not c.golden], engines, cases))
+        params = list(_table_params([c for c in checks_of(suite) if not c.golden], engines, cases, metafunc.config))
         metafunc.parametrize(("check", "engine", "case"), params or [pytest.param(None, None, None, marks=pytest.mark.skip(
             reason="no (check, engine, case) selected"), id="none")])
         used = {(p.values[1], p.values[2].id) for p in params}
         partners = {c.partner for c in CHECKS if c.partner}
     else:
-        params = [pytest.param(e, c, id=f"{e}-{c.id}") for e in engines for c in cases]
+        params = [pytest.param(e, c, id=f"{e}-{c.id}") for e in engines for c in cases
+                  if _in_shard(metafunc.config, e, c)]
         metafunc.parametrize(("engine", "case"), params or [pytest.param(None, None, marks=pytest.mark.skip(
             reason="no (engine, case) selected"), id="none")])
-        used = {(e, c.id) for e in engines for c in cases}
+        used = {(p.values[0], p.values[1].id) for p in params}
         partners = set()
     by_id = {c.id: c for c in cases}
     for e, cid in used:

@@ -48,6 +48,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="live: override a manifest placeholder (e.g. vllm=DIR/bin/vllm)")
     p.add_argument("--live-ladder", metavar="LIST",
                    help="live: serve these concurrencies (e.g. 1,8,32) instead of each case's ladder")
+    p.add_argument("--shard", metavar="I/N",
+                   help="plan only the I-th of N shards of the (engine, case, device) matrix (a stable hash of "
+                        "each cell, the same as `pytest suites/ --shard I/N`; conformance.nightly.shard)")
+    p.add_argument("--history", metavar="URL",
+                   help="the results store the run is appended to: sqlite:////ABS/PATH, a file path or a postgresql:// "
+                        "URL (default: history.sqlite beside the run directories)")
+    p.add_argument("--no-history", action="store_true", help="append the run to no results store")
     p.add_argument("--oracle-pack", action="append", default=[], type=Path, metavar="DIR",
                    help="live: an oracle installed from `conformance envs pack`: its versions and its deviations "
                         "from the oracle's defaults go into the observation's provenance")
@@ -57,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
     from conformance.commands.ladder import _overrides
     from conformance.errors import ConformanceError
     from conformance.live.spec import parse_ladder
+    from conformance.nightly.shard import parse_shard
 
     try:
         ladder = parse_ladder(args.live_ladder, "--live-ladder") if args.live_ladder else None
@@ -65,5 +73,6 @@ def run(args: argparse.Namespace) -> int:
     options = RunOptions(live_ladder=ladder, case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
                          overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
-                         expectations=tuple(args.expectations), goldens_dir=args.goldens_dir)
+                         expectations=tuple(args.expectations), goldens_dir=args.goldens_dir,
+                         shard=parse_shard(args.shard), history=args.history, no_history=args.no_history)
     return run_job(options, Console(stderr=False))

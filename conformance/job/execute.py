@@ -43,6 +43,7 @@ from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
 from conformance.job.exit_status import run_exit_status
+from conformance.nightly.shard import Shard
 from conformance.report.model import RunReport
 from conformance.report.render import write_html
 
@@ -60,6 +61,9 @@ class RunOptions:
     live_ladder: tuple[int, ...] | None = None    # live: concurrencies served instead of each case's ladder
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
+    shard: Shard | None = None               # plan only this shard's cells (conformance.nightly.shard)
+    history: str | None = None               # the results store's URL (default reports_root/history.sqlite)
+    no_history: bool = False                 # append nothing to a results store
 
 
 def _stamp() -> str:
@@ -128,25 +132,37 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
+    from conformance.nightly.provenance import run_provenance
+
     judged_with = {"expectations": [e.to_json() for e in expectations],
-                   "goldens_dir": str(goldens_dir) if goldens_dir else None}
+                   "goldens_dir": str(goldens_dir) if goldens_dir else None,
+                   "provenance": run_provenance(goldens_dir, options.shard)}
     meta = lambda finished=None, interrupted=False: _meta(  # noqa: E731
         run_dir, selection, cases, engines, started, finished, interrupted, judged_with)
     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
+    shard = options.shard
+    cells = {s.name: [c for c in cases if shard is None or shard.holds(s.name, c.id, c.spec.get("device", ""))]
+             for s in specs}
     console.print(f"conformance run {shown(run_dir.name)}: {len(cases)} case(s) x {len(names)} engine(s) "
-                  f"· selection: {shown(selection)} -> {shown(str(run_dir))}")
+                  f"· selection: {shown(selection)}"
+                  + (f" · shard {shard.text()}: {sum(map(len, cells.values()))} cell(s)" if shard else "")
+                  + f" -> {shown(str(run_dir))}")
     log = rundir.ObservationLog(run_dir)
     write_error: OSError | None = None
     with Interrupts() as stop:
         try:
             with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                           TimeElapsedColumn(), console=console) as progress:
-                tasks = {n: progress.add_task(f"{n}: waiting", total=len(cases)) for n in names}
+                tasks = {n: progress.add_task(f"{n}: waiting", total=len(cells[n])) for n in names}
                 for entry, spec in zip(engines, specs):
-                    if options.live:
-                        _serve_engine(entry, spec, cases, options, run_dir, log, progress, tasks[entry["name"]])
+                    mine = cells[spec.name]
+                    if not mine:
+                        entry["state"], entry["note"] = "skipped", f"none of its cells is in shard {shard.text()}"
+                        progress.update(tasks[entry["name"]], description=f"{spec.name}: skipped (not in this shard)")
+                    elif options.live:
+                        _serve_engine(entry, spec, mine, options, run_dir, log, progress, tasks[entry["name"]])
                     else:
-                        _run_engine(entry, spec, cases, options.no_build, run_dir, log, progress, tasks[entry["name"]])
+                        _run_engine(entry, spec, mine, options.no_build, run_dir, log, progress, tasks[entry["name"]])
                     rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta())
         except KeyboardInterrupt:
             stop.hold()
@@ -169,6 +185,8 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
             rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta(_stamp(), interrupted))
             report = finish(run_dir, console)
             rundir.point_latest(reports_root, run_dir)
+            if not options.no_history:
+                _record_history(run_dir, report, options.history, reports_root, console)
         except OSError:
             if write_error is not None:   # the first failure is the one to tell
                 raise write_error from None
@@ -183,6 +201,22 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                                   + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
         return 1
     return run_exit_status(report)
+
+
+def _record_history(run_dir: Path, report: RunReport, url: str | None, reports_root: Path, console: Console) -> None:
+    """Append the run to the results store (`nightly.history`). A store that cannot be written is said, naming
+    it, and the run's own verdicts and exit status stand (`conformance history --record DIR` appends it later)."""
+    from conformance.errors import ConformanceError
+    from conformance.nightly.history import record_and_trend
+    from conformance.nightly.history_store import default_url
+
+    url = url or default_url(reports_root)
+    try:
+        record_and_trend(run_dir, report, url, console)
+    except (ConformanceError, OSError, Exception) as exc:  # noqa: BLE001 -- a store's failure must not lose the run
+        console.print(f"[red]history: could not record the run in {shown(url)}: {shown(type(exc).__name__)}: "
+                      f"{shown(str(exc)[:300])}; append it later with `conformance history --history URL --record "
+                      f"{shown(str(run_dir))}`[/]")
 
 
 def _why(exc: OSError) -> str:

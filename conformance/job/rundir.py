@@ -1,9 +1,11 @@
 """A run directory, `reports/<run-id>/`, and how a report is rebuilt from it.
 
 Layout:
-    run.json            the run's metadata: id, times, selection, engines (state, note), every
+    run.json            the run's metadata: id, times, selection, engines (state, note, version), every
                         selected case's spec, the expectations and goldens directory it was judged
-                        with (so a re-render judges the cases as they were run)
+                        with (so a re-render judges the cases as they were run), and its `provenance`
+                        (host, device, framework commit, goldens revision, shard: `nightly.provenance`);
+                        a merged run (`conformance merge`) lists its runs' under `merged_from`
     observations.jsonl  one observation per line, appended and flushed as each one arrives
     index.html          the parity report        junit.xml   the verdicts for CI
     logs/<engine>/      the adapter processes' logs
@@ -195,8 +197,17 @@ def load_report(run_dir: Path) -> RunReport:
         finished_at=meta.get("finished_at"), interrupted=bool(meta.get("interrupted")),
         selection=meta.get("selection", ""),
         expectations=tuple(Expectation.from_json(e) for e in meta.get("expectations") or ()),
-        goldens_dir=goldens_dir,
+        goldens_dir=goldens_dir, origin=meta.get("origin", "conformance run"), runs=tuple(runs_of(meta)),
     )
+
+
+def runs_of(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The runs a run directory holds: a merged one's `merged_from`, else the run itself (its
+    `provenance`: host, device, shard, framework commit, goldens revision), none for a run without it."""
+    if meta.get("merged_from"):
+        return list(meta["merged_from"])
+    prov = meta.get("provenance")
+    return [dict(prov, run_id=meta.get("run_id"))] if prov else []
 
 
 _RUN_ID = re.compile(r"(\d{8}-\d{6})(?:-(\d+))?")

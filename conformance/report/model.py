@@ -64,6 +64,8 @@ class RunReport:
     selection: str = ""
     expectations: tuple[Expectation, ...] = ()                # the known failures the run was judged with
     goldens_dir: str | None = None                            # where engines under test keep their goldens
+    runs: tuple[dict[str, Any], ...] = ()                     # where it ran: each run's host, device, shard,
+                                                              # commit, goldens revision (several when merged)
 
     @property
     def matrix_engines(self) -> tuple[EngineEntry, ...]:

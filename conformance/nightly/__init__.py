@@ -1,0 +1,1 @@
+"""Nightly across many hosts: shards of the matrix, merged reports, history across commits, packages."""
