@@ -17,8 +17,10 @@ state rollback, drafting) -> scheduler.update_from_output(sampled tokens) ->
 scheduler.update_draft_token_ids(drafts). Memory: the planner's pool is allocated once, in
 the constructor, before weights; nothing cache-like is allocated afterwards.
 
-Pipelined (`async_scheduling` with captured decode steps, greedy, the real drafter judged): a
-one-sync decode step is launched and `step()` returns [] at once; every later call plans step
+Pipelined (`async_scheduling` with captured decode steps, every request greedy; the real
+drafter judged, or a fixed / synthetic acceptance model decided on the device: see
+runtime/device_verify.py and acceptance.py for what is exact and what is only the same
+distribution): a one-sync decode step is launched and `step()` returns [] at once; every later call plans step
 n + 1 while step n runs on the device, launches it behind n (its inputs derived on the device
 from n's results: runtime/chained_inputs.py), and only then reads n and returns n's outputs.
 So the host's scheduling, buffer fill and bookkeeping overlap the device's work. Anything that
@@ -26,7 +28,8 @@ is not the same decode step again, less requests that finished (a waiting reques
 at max_model_len) ends the pipeline for a step: n is read first and the next step runs as a
 synchronous one.
 A request that finishes in step n has run once more in step n + 1; that step's results for it
-are dropped, as vLLM's async scheduler drops them.
+are dropped, as vLLM's async scheduler drops them, and so are its spec-decode counts (drafts,
+accepted tokens, accepted per position: vLLM skips a finished request's row before it counts).
 """
 
 from __future__ import annotations
@@ -247,10 +250,13 @@ class LLMEngine:
         s = self._stats
         s.num_steps += 1
         s.num_scheduled_tokens += out.total_num_scheduled_tokens
-        s.num_draft_tokens += result.num_draft_tokens
-        s.num_accepted_tokens += result.num_accepted_tokens
-        for i, n in enumerate(result.num_accepted_tokens_per_pos):
-            s.num_accepted_tokens_per_pos[i] += n
+        for rid, (num_drafts, num_accepted) in result.verified.items():
+            if before.get(rid, (0, True))[1]:   # finished or aborted while in flight: dropped
+                continue
+            s.num_draft_tokens += num_drafts
+            s.num_accepted_tokens += num_accepted
+            for i in range(num_accepted):
+                s.num_accepted_tokens_per_pos[i] += 1
         s.num_preemptions += len(out.preempted_req_ids)
         outputs = []
         for sr in out.scheduled:

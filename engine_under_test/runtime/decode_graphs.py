@@ -15,13 +15,15 @@ requests. The step:
     replay target graph [B]: embed .. layers (pool in place, attention through the block table)
           .. norm, logits of every row into a fixed buffer, argmax; with a drafter the
           Gated-DeltaNet layers write no recurrent state (model/deferred_states.py)
-    one sync (every request greedy, the real drafter judged: `runs_one_sync`):
-        replay verify graph [B] (runtime/device_verify.py): accepted m per sequence, the
-              drafter's query block built on the device
+    one sync (every request greedy: `runs_one_sync`):
+        replay verify graph [B] (runtime/device_verify.py): accepted m per sequence (the real
+              drafter judged greedily, or a fixed / synthetic acceptance model: its thresholds
+              and draws are filled with the step's inputs, `modeled` selects the rule), the
+              emitted tokens, the drafter's query block built on the device
         replay commit graph [B]: each layer's state after position m into state slot m
         replay drafter graph [B]
-        host: read argmax, m, drafting and drafts (one buffer: the step's one sync)
-    two syncs (otherwise: sampling, an AcceptanceModel):
+        host: read argmax, m, drafting, drafts and emitted tokens (one buffer: the step's one sync)
+    two syncs (otherwise: a sampling request, or `one_sync` off):
         host: read argmax (a sync), verify each request (eager's `verify`)
         host: write m -> replay commit graph [B]
         host: fill drafter buffers (one copy) -> replay drafter graph [B]
@@ -51,7 +53,8 @@ from engine_under_test.model.linear_attention import StateSlots
 from engine_under_test.model.static_batch import StaticBatch
 from engine_under_test.runtime.chained_inputs import chain_inputs
 from engine_under_test.runtime.decode_buffers import MetaBuffers
-from engine_under_test.runtime.device_verify import PendingRead, StepTokens, accepted_lengths, draft_query, unpack
+from engine_under_test.runtime.device_verify import (PendingRead, StepTokens, accepted_lengths, draft_query,
+                                                     emitted_tokens, modeled_accepted_lengths, unpack)
 from engine_under_test.runtime.verify import verify
 
 GRAPH_BACKENDS = ("fla", "torch")
@@ -97,7 +100,8 @@ class DecodeGraphs:
         f = {"ids": (Bm * L,), "pos": (Bm * L,), "seq_lens": (Bm,), "prev_row": (Bm,), "nc_opt": (Bm,)}
         defaults = {"seq_lens": 1, "prev_row": -1, **{f"fresh{s}": 1 for s in self.state_gids}}
         if self.runner.drafter is not None:    # the one-sync path's inputs (padding: no drafts, no room)
-            f |= {"drafts": (Bm, k), "capacity_tokens": (Bm,)}
+            # modeled [1]: 1 = an acceptance model decides (thresholds [k], draws [Bm, k]), 0 = greedy
+            f |= {"drafts": (Bm, k), "capacity_tokens": (Bm,), "modeled": (1,), "thresholds": (k,), "draws": (Bm, k)}
             defaults["drafts"] = -1
         for g in self.attn_gids:
             f |= {f"table{g}": (Bm, W), f"blk{g}": (Bm * L,), f"row{g}": (Bm * L,)}
@@ -145,12 +149,16 @@ class DecodeGraphs:
         return aux
 
     def _verify_body(self, B: int) -> None:
-        """Greedy verification of the B sequences on the device and the drafter's query block
-        (device_verify.py): reads the target's argmax and the step's drafts, writes the drafter's
-        query buffers and the accepted / drafting results."""
+        """Verification of the B greedy sequences on the device and the drafter's query block
+        (device_verify.py): reads the target's argmax, the step's drafts and the acceptance
+        model's inputs, writes the drafter's query buffers and the accepted / drafting / emitted
+        results. Both rules run (fixed shapes); `modeled` picks one, so one graph serves both."""
         m, L = self.meta, self.L
         argmax = self.argmax[:B * L].view(B, L)
-        accepted = accepted_lengths(argmax, m.view("drafts")[:B])
+        drafts = m.view("drafts")[:B]
+        judged = accepted_lengths(argmax, drafts)
+        modeled = modeled_accepted_lengths(drafts, m.view("draws")[:B], m.view("thresholds"))
+        accepted = torch.where(m.view("modeled") != 0, modeled, judged)
         num_computed = m.view("pos")[:B * L].view(B, L)[:, 0]
         tables = {g: m.view(f"table{g}")[:B] for g in self.draft_gids}
         query, drafting = draft_query(argmax, accepted, num_computed, m.view("capacity_tokens")[:B], tables,
@@ -159,6 +167,7 @@ class DecodeGraphs:
             self.dmeta.view(name)[:value.numel()].copy_(value.reshape(-1))
         self.tokens.accepted[:B].copy_(accepted)
         self.tokens.drafting[:B].copy_(drafting)
+        self.tokens.emitted[:B * L].copy_(emitted_tokens(argmax, drafts, accepted).reshape(-1))
 
     def _commit_body(self, B: int) -> None:
         """The recurrent state after each sequence's accepted prefix, `tokens.accepted` [B], into
@@ -298,9 +307,18 @@ class DecodeGraphs:
             vals[f"save{s}"] = save
         return vals
 
-    def _fill_target(self, reqs) -> None:
+    def _acceptance_fields(self, n: int, acceptance) -> dict[str, np.ndarray]:
+        """The verify graph's rule inputs for n sequences: nothing (greedy judging, the buffers'
+        defaults) without an acceptance model, else modeled 1, its thresholds and n x k draws."""
+        if acceptance is None or self.runner.drafter is None:
+            return {}
+        return {"modeled": np.ones(1, dtype=np.int64),
+                "thresholds": np.array(acceptance.thresholds(self.k), dtype=np.int64),
+                "draws": acceptance.draws(n, self.k)}
+
+    def _fill_target(self, reqs, acceptance=None) -> None:
         L, bs, n = self.L, self.bs, len(reqs)
-        vals = self._known_fields(reqs)
+        vals = self._known_fields(reqs) | self._acceptance_fields(n, acceptance)
         nc = np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n)
         pos = nc[:, None] + np.arange(L)
         ids = np.fromiter(chain.from_iterable(sr.token_ids for sr in reqs), dtype=np.int64, count=n * L)
@@ -348,22 +366,22 @@ class DecodeGraphs:
         return drafting
 
     def runs_one_sync(self, reqs, params, acceptance) -> bool:
-        """Whether the step verifies on the device: a drafter, the real drafter judged (no
-        AcceptanceModel) and every request greedy (greedy verification draws nothing, so no
-        request's generator is needed)."""
-        return (self.one_sync and self.runner.drafter is not None and acceptance is None
+        """Whether the step verifies on the device: a drafter and every request greedy (greedy
+        verification needs no request's generator), the real drafter judged or a fixed /
+        synthetic AcceptanceModel (decided on the device from its thresholds and draws)."""
+        return (self.one_sync and self.runner.drafter is not None
                 and all(params[sr.req_id].is_greedy for sr in reqs))
 
     @torch.inference_mode()
     def execute(self, reqs, params, generators, acceptance, result):
         if self.runs_one_sync(reqs, params, acceptance):
-            return self._execute_one_sync(reqs, result)
+            return self._execute_one_sync(reqs, result, acceptance)
         return self._execute_two_syncs(reqs, params, generators, acceptance, result)
 
-    def _execute_one_sync(self, reqs, result):
+    def _execute_one_sync(self, reqs, result, acceptance=None):
         """Target, verify, commit and drafter graphs back to back, then one read of the step's
         results: a launched step collected at once."""
-        return self.collect(self.launch(reqs), result)
+        return self.collect(self.launch(reqs, None, acceptance), result)
 
     # -- a pipelined step (async scheduling) ---------------------------------------------------
     def can_chain(self, reqs, prev: "LaunchedStep") -> bool:
@@ -372,16 +390,17 @@ class DecodeGraphs:
         rows = prev.row_of
         return self.can_run(reqs) and all(sr.req_id in rows and not sr.is_new for sr in reqs)
 
-    def launch(self, reqs, prev: "LaunchedStep | None" = None) -> "LaunchedStep":
+    def launch(self, reqs, prev: "LaunchedStep | None" = None, acceptance=None) -> "LaunchedStep":
         """The one-sync step's graphs, enqueued with no wait; with `prev` (a step launched before
-        and not yet collected) the inputs come from its results on the device (`can_chain`).
-        `collect` reads the results."""
+        and not yet collected) the inputs come from its results on the device (`can_chain`);
+        `acceptance`: the AcceptanceModel that decides the accepted lengths (None: greedy
+        judging). `collect` reads the results."""
         n = len(reqs)
         B = next(s for s in self.sizes if s >= n)
         if prev is None:
-            self._fill_target(reqs)
+            self._fill_target(reqs, acceptance)
         else:
-            self._fill_chained(reqs, prev)
+            self._fill_chained(reqs, prev, acceptance)
             self.num_chained_steps += 1
         graph_target, graph_draft = self.graphs[B]
         if graph_target is None:
@@ -408,21 +427,23 @@ class DecodeGraphs:
         sampled, drafts = unpack(rows, [sr.req_id for sr in step.reqs])
         result.sampled.update(sampled)
         result.drafts = drafts
+        accepted = rows.accepted.tolist()
         if step.prev is None:
-            result.num_draft_tokens += sum(1 for sr in step.reqs for d in sr.spec_token_ids if d >= 0)
+            num_drafts = [sum(1 for d in sr.spec_token_ids if d >= 0) for sr in step.reqs]
         else:                              # the drafts came from the previous step's drafting rows
             prev_rows, row_of = step.prev.rows, step.prev.row_of
-            result.num_draft_tokens += self.k * sum(int(prev_rows.drafting[row_of[sr.req_id]]) for sr in step.reqs)
+            num_drafts = [self.k * int(prev_rows.drafting[row_of[sr.req_id]]) for sr in step.reqs]
             step.prev = None               # its results are read: nothing holds the chain
-        for m in rows.accepted.tolist():
-            result.observe_accepted(int(m))
+        for sr, n, m in zip(step.reqs, num_drafts, accepted):
+            result.observe_verify(sr.req_id, n, int(m))
         return result
 
-    def _fill_chained(self, reqs, prev: "LaunchedStep") -> None:
-        """What the host knows of a chained step (`_known_fields`), the optimistic
-        num_computed_tokens and each request's row in `prev`; the rest is `_chain_body`'s."""
+    def _fill_chained(self, reqs, prev: "LaunchedStep", acceptance=None) -> None:
+        """What the host knows of a chained step (`_known_fields`, the acceptance model's inputs),
+        the optimistic num_computed_tokens and each request's row in `prev`; the rest is
+        `_chain_body`'s."""
         n = len(reqs)
-        vals = self._known_fields(reqs)
+        vals = self._known_fields(reqs) | self._acceptance_fields(n, acceptance)
         vals |= {"prev_row": np.fromiter((prev.row_of[sr.req_id] for sr in reqs), dtype=np.int64, count=n),
                  "nc_opt": np.fromiter((sr.num_computed_tokens for sr in reqs), dtype=np.int64, count=n),
                  **{f"fresh{s}": np.zeros(n, dtype=np.int64) for s in self.state_gids}}
@@ -443,8 +464,7 @@ class DecodeGraphs:
                           argmax=argmax[b * L:(b + 1) * L])
             result.sampled[sr.req_id] = toks
             accepted[sr.req_id] = len(toks) - 1
-            result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
-            result.observe_accepted(len(toks) - 1)
+            result.observe_verify(sr.req_id, sum(1 for d in sr.spec_token_ids if d >= 0), len(toks) - 1)
         if self.runner.drafter is None:
             return result
         m = torch.tensor([accepted[sr.req_id] for sr in reqs], dtype=torch.long)

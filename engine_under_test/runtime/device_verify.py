@@ -2,12 +2,22 @@
 
 A uniform decode step of B sequences (runtime/decode_graphs.py) feeds each sequence L = 1 + k
 inputs, its last known token and k drafts; the target's argmax of every input row is
-`argmax` [B, L] (row j scores the token after input j). When every request is greedy and the
-real drafter is judged, the step's verification and the drafter's inputs depend on nothing the
-host must decide, so they run here, in fixed shapes, between the target and drafter graphs:
+`argmax` [B, L] (row j scores the token after input j). When every request is greedy, the
+step's verification and the drafter's inputs depend on nothing the host must decide after the
+target ran, so they run here, in fixed shapes, between the target and drafter graphs:
 
-    accepted_lengths(argmax, drafts) -> m [B]:  the leading run of d_j == argmax[j - 1]
-        (j = 1..k; a draft id < 0, a padded slot, never matches), as `verify.verify` rules.
+    accepted_lengths(argmax, drafts) -> m [B]:  the real drafter judged: the leading run of
+        d_j == argmax[j - 1] (j = 1..k; a draft id < 0, a padded slot, never matches), as
+        `verify.verify` rules.
+    modeled_accepted_lengths(drafts, draws, thresholds) -> m [B]:  a fixed / synthetic
+        `AcceptanceModel` (acceptance.py): the leading run of d_j >= 0 and draws[j] < thresholds[j],
+        so m is capped at the sequence's drafts before its first padded slot, as `verify.verify`
+        caps `AcceptanceModel.accepted`. Exactly `accepted` for fixed and 0 / 1 rates; the same
+        distribution, another random stream, for fractional rates.
+    emitted_tokens(argmax, drafts, m) -> [B, L]:  the output tokens in the first m + 1 columns:
+        the m accepted drafts as drafted, then argmax[m] (the correction, or the bonus after all
+        k), as `verify.verify` emits for a greedy request under either rule (judged greedily the
+        accepted drafts equal argmax[0 .. m - 1] anyway). Columns past m are the argmax.
     draft_query(argmax, m, num_computed, capacity_tokens, tables, ...) -> ({field: tensor}, drafting):
         the drafter's query block, the fields `DecodeGraphs._fill_draft` fills on the host, with
         the same values: ids [argmax[m], mask x k], positions p .. p + k with
@@ -19,8 +29,8 @@ host must decide, so they run here, in fixed shapes, between the target and draf
         drafting 0, as do padded sequences (capacity 0).
 
 `StepTokens` is the one int64 device buffer every result of the step lands in (argmax,
-accepted, drafting, the k drafts of every sequence), so one device-to-host read returns the
-step; `read` is that read, `read_async` enqueues it into one of two pinned buffers and returns
+accepted, drafting, the k drafts of every sequence, the emitted tokens), so one device-to-host
+read returns the step; `read` is that read, `read_async` enqueues it into one of two pinned buffers and returns
 a `PendingRead` whose `rows` waits for it (a pipelined step launches the next one first);
 `unpack` turns the rows into per-request output tokens and drafts.
 
@@ -41,6 +51,23 @@ def accepted_lengths(argmax: torch.Tensor, drafts: torch.Tensor) -> torch.Tensor
     k = drafts.shape[1]
     match = (drafts >= 0) & (drafts == argmax[:, :k])
     return match.long().cumprod(dim=1).sum(dim=1)
+
+
+def modeled_accepted_lengths(drafts: torch.Tensor, draws: torch.Tensor, thresholds: torch.Tensor) -> torch.Tensor:
+    """drafts [B, k] (id < 0: padded), draws [B, k], thresholds [k] (int64, acceptance.py's grid)
+    -> accepted drafts m [B] (int64): the leading run of positions with a draft and a draw below
+    the position's threshold."""
+    accept = (drafts >= 0) & (draws < thresholds[None, :])
+    return accept.long().cumprod(dim=1).sum(dim=1)
+
+
+def emitted_tokens(argmax: torch.Tensor, drafts: torch.Tensor, accepted: torch.Tensor) -> torch.Tensor:
+    """argmax [B, k + 1], drafts [B, k], accepted m [B] -> [B, k + 1]: drafts[j] for j < m, else
+    argmax[j]; a sequence's output tokens are its first m + 1 columns."""
+    k = drafts.shape[1]
+    inputs = torch.cat([drafts, argmax[:, k:]], dim=1)                        # [B, k + 1]
+    columns = torch.arange(k + 1, device=argmax.device)[None, :]
+    return torch.where(columns < accepted[:, None], inputs, argmax)
 
 
 def draft_query(argmax: torch.Tensor, accepted: torch.Tensor, num_computed: torch.Tensor,
@@ -73,19 +100,21 @@ class StepResultRows:
     accepted: np.ndarray      # [n]
     drafting: np.ndarray      # [n] (0 / 1)
     drafts: np.ndarray        # [n, k]
+    emitted: np.ndarray       # [n, L]: output tokens in the first accepted + 1 columns
 
 
 class StepTokens:
-    """The step's device results in one int64 buffer of `max_num_seqs` x (L + 2 + k) elements:
-    views `argmax` [Bm * L], `accepted` [Bm], `drafting` [Bm], `drafts` [Bm * k] (each a fixed
-    address a graph captures)."""
+    """The step's device results in one int64 buffer of `max_num_seqs` x (2 L + 2 + k) elements:
+    views `argmax` [Bm * L], `accepted` [Bm], `drafting` [Bm], `drafts` [Bm * k], `emitted`
+    [Bm * L] (each a fixed address a graph captures)."""
 
     def __init__(self, max_num_seqs: int, num_inputs: int, num_drafts: int, device: torch.device):
         Bm, L, k = max_num_seqs, num_inputs, num_drafts
         self.L, self.k = L, k
-        self.buffer = torch.zeros(Bm * (L + 2 + k), dtype=torch.long, device=device)
+        self.buffer = torch.zeros(Bm * (2 * L + 2 + k), dtype=torch.long, device=device)
         self._bounds = {"argmax": (0, Bm * L), "accepted": (Bm * L, Bm * (L + 1)),
-                        "drafting": (Bm * (L + 1), Bm * (L + 2)), "drafts": (Bm * (L + 2), Bm * (L + 2 + k))}
+                        "drafting": (Bm * (L + 1), Bm * (L + 2)), "drafts": (Bm * (L + 2), Bm * (L + 2 + k)),
+                        "emitted": (Bm * (L + 2 + k), Bm * (2 * L + 2 + k))}
         for name, (a, b) in self._bounds.items():
             setattr(self, name, self.buffer[a:b])
         self._cuda = device.type == "cuda"
@@ -127,16 +156,17 @@ class PendingRead:
         part = {name: host[a:b].copy() for name, (a, b) in self._bounds.items()}
         return StepResultRows(argmax=part["argmax"][:n * self.L].reshape(n, self.L),
                               accepted=part["accepted"][:n], drafting=part["drafting"][:n],
-                              drafts=part["drafts"][:n * self.k].reshape(n, self.k))
+                              drafts=part["drafts"][:n * self.k].reshape(n, self.k),
+                              emitted=part["emitted"][:n * self.L].reshape(n, self.L))
 
 
 def unpack(rows: StepResultRows, req_ids: list[str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """-> (sampled, drafts): per request the output tokens argmax[0 .. m] (the m accepted drafts
-    equal argmax[0 .. m - 1], then the bonus / correction argmax[m]), and the drafts of the
-    requests that drafted."""
+    """-> (sampled, drafts): per request the output tokens emitted[0 .. m] (the m accepted drafts,
+    then the bonus / correction argmax[m]: `emitted_tokens`), and the drafts of the requests
+    that drafted."""
     sampled, drafts = {}, {}
     for b, rid in enumerate(req_ids):
-        sampled[rid] = rows.argmax[b, :int(rows.accepted[b]) + 1].tolist()
+        sampled[rid] = rows.emitted[b, :int(rows.accepted[b]) + 1].tolist()
         if rows.drafting[b]:
             drafts[rid] = rows.drafts[b].tolist()
     return sampled, drafts

@@ -52,10 +52,16 @@ class StepResult:
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     num_accepted_tokens_per_pos: list[int] = field(default_factory=list)   # [i]: drafts with position i accepted
+    # per verified request: (num_draft_tokens, num_accepted_tokens), so the engine can leave out a
+    # request whose results it drops (finished or aborted while the step was in flight)
+    verified: dict[str, tuple[int, int]] = field(default_factory=dict)
 
-    def observe_accepted(self, num_accepted_tokens: int) -> None:
-        """One request's verify accepted its first `num_accepted_tokens` drafts: counted in
-        total and at positions 0 .. n - 1, as vLLM's `SpecDecodingStats.observe_draft` does."""
+    def observe_verify(self, req_id: str, num_draft_tokens: int, num_accepted_tokens: int) -> None:
+        """One request's verify checked `num_draft_tokens` drafts and accepted its first
+        `num_accepted_tokens`: counted in total and at positions 0 .. n - 1, as vLLM's
+        `SpecDecodingStats.observe_draft` does, and recorded per request in `verified`."""
+        self.verified[req_id] = (num_draft_tokens, num_accepted_tokens)
+        self.num_draft_tokens += num_draft_tokens
         self.num_accepted_tokens += num_accepted_tokens
         per_pos = self.num_accepted_tokens_per_pos
         if len(per_pos) < num_accepted_tokens:
@@ -197,8 +203,7 @@ class ModelRunner:
                               argmax=argmax[start:start + n_rows])
                 result.sampled[sr.req_id] = toks
                 accepted[sr.req_id] = len(toks) - 1
-                result.num_draft_tokens += sum(1 for d in sr.spec_token_ids if d >= 0)
-                result.observe_accepted(len(toks) - 1)
+                result.observe_verify(sr.req_id, sum(1 for d in sr.spec_token_ids if d >= 0), len(toks) - 1)
             del logits                     # before the drafter's own logits
         for sr in reqs:
             result.sampled.setdefault(sr.req_id, [])
@@ -232,7 +237,7 @@ class ModelRunner:
             return None
         if not (graphs.can_run(reqs) if prev is None else graphs.can_chain(reqs, prev)):
             return None
-        return graphs.launch(reqs, prev)
+        return graphs.launch(reqs, prev, acceptance)
 
     def collect(self, step) -> StepResult:
         """The results of a launched step (its one sync), as `execute` returns them."""

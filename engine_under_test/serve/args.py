@@ -5,6 +5,10 @@ Contract: `parse(argv)` returns `ServeArgs` or exits 2 with argparse's message n
 method, num_speculative_tokens, model (draft dir), rejection_sample_method ("standard" |
 "synthetic"), synthetic_acceptance_length or synthetic_acceptance_rates (vLLM 0.33's names).
 The engine itself is built by `LLM` (`build.build_engine`): one mapping from flags to config.
+`--async-scheduling / --no-async-scheduling` (vLLM's spelling): schedule step n + 1 before step
+n's output and, where the step is a captured greedy decode step, launch it behind n on the
+device (engine.py, "Pipelined"); default on with `--device cuda` (vLLM's GPU default), off on
+cpu (no captured graphs there: the flag would only change the scheduler's bookkeeping).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ class ServeArgs:
     gpu_memory_utilization: float | None
     kv_cache_memory_bytes: int | None
     enable_prefix_caching: bool
+    async_scheduling: bool
     mamba_ssm_cache_dtype: str
     device: str
     dtype: str
@@ -56,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "--kv-cache-memory-bytes 256 MiB)")
     mem.add_argument("--kv-cache-memory-bytes", type=int, default=None, help="bytes of the unified pool")
     p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction, default=False)
+    p.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                   help="plan and launch step n + 1 before reading step n (default: on for cuda, off for cpu)")
     p.add_argument("--mamba-ssm-cache-dtype", default="float32", choices=("float32", "bfloat16", "float16"))
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--dtype", default="auto", choices=DTYPES,
@@ -109,5 +116,7 @@ def parse(argv: list[str] | None = None) -> ServeArgs:
         max_model_len=ns.max_model_len or _max_position_embeddings(ns.model),
         max_num_batched_tokens=ns.max_num_batched_tokens, gpu_memory_utilization=util,
         kv_cache_memory_bytes=ns.kv_cache_memory_bytes,
-        enable_prefix_caching=ns.enable_prefix_caching, mamba_ssm_cache_dtype=ns.mamba_ssm_cache_dtype,
+        enable_prefix_caching=ns.enable_prefix_caching,
+        async_scheduling=ns.async_scheduling if ns.async_scheduling is not None else ns.device == "cuda",
+        mamba_ssm_cache_dtype=ns.mamba_ssm_cache_dtype,
         device=ns.device, dtype=ns.dtype, seed=ns.seed, host=ns.host, port=ns.port)

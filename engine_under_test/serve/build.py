@@ -45,7 +45,7 @@ def build_engine(args: ServeArgs) -> LLMEngine:
               max_num_batched_tokens=args.max_num_batched_tokens, kv_cache_memory_bytes=args.kv_cache_memory_bytes,
               gpu_memory_utilization=args.gpu_memory_utilization, device=args.device,
               dtype=None if args.dtype == "auto" else args.dtype, load_format=load_format(args), seed=args.seed,
-              mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype)
+              mamba_ssm_cache_dtype=args.mamba_ssm_cache_dtype, async_scheduling=args.async_scheduling)
     return llm.engine
 
 

@@ -9,6 +9,15 @@ each output to its request's queue. `snapshot()` returns the latest counters for
 flight gets an `ErrorEvent`, `fatal` holds the traceback and the thread ends (the server then
 reports unhealthy and exits). A request the engine refuses at `add_request` (any exception)
 gets an `ErrorEvent` of its own; the thread goes on.
+
+A pipelined engine (async scheduling, engine.py) may return no outputs from a `step()` that
+launched a step on the device, and stays unfinished while a launched step is unread
+(`has_unfinished_requests`); its outputs come with the next call. The loop keeps stepping while
+the engine is unfinished, so those outputs follow at once; a submit or an abort handled between
+two calls is the engine's to order (an arrival ends the pipeline for a step; an aborted
+request's rows in flight are dropped). On `stop()` the thread aborts every request still open
+(each gets a final `TokenEvent` with finish_reason "abort") and steps the engine until it holds
+nothing, so no launched step is left unread when the thread ends.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ import traceback
 from typing import Any, Callable, NamedTuple
 
 IDLE_WAIT_S = 0.05
+MAX_SHUTDOWN_STEPS = 8     # steps to read what is in flight once every request is aborted
 
 
 class TokenEvent(NamedTuple):
@@ -144,6 +154,19 @@ class EngineLoop:
         snap.update(self._counters)
         return snap
 
+    def _close(self) -> None:
+        """Stopping: abort every open request (a final "abort" event each), then step the engine
+        until nothing is unfinished: a pipelined engine's launched step is read, not left behind."""
+        for rid, sub in list(self._streams.items()):
+            self._engine.abort_request(rid)
+            sub.out.put(TokenEvent(sub.tag, (), True, "abort"))
+        self._streams.clear()
+        for _ in range(MAX_SHUTDOWN_STEPS):
+            if not self._engine.has_unfinished_requests():
+                break
+            self._engine.step()
+        self._snapshot = self._make_snapshot()
+
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
@@ -154,6 +177,7 @@ class EngineLoop:
                     self._snapshot = self._make_snapshot()
                 elif not busy:
                     self._snapshot = self._make_snapshot()
+            self._close()
         except Exception:
             self.fatal = traceback.format_exc()
             for sub in self._streams.values():

@@ -6,8 +6,9 @@ never increase with the position, and follow the acceptance schedule:
 - fixed (n = 2 of k = 4): positions 0 and 1 count every verify, 2 and 3 none;
 - synthetic per-position rates (1, 1, 0.5, 0): 0 and 1 every verify, 2 about half, 3 none;
 - on every step path: the eager runner, the captured decode step (its bodies run eagerly on the
-  CPU) with host verification, and the one-sync / pipelined step whose accepted lengths come
-  from the device (there the counts equal the lengths each collected step read).
+  CPU) and the pipelined one, whose accepted lengths (fixed, synthetic, or the real drafter
+  judged) come from the device; there the counts equal the lengths each collected step read,
+  less the rows of requests that finished while the step was in flight (dropped, as vLLM does).
 Seeded tiny checkpoints (conftest.py), CPU, float32.
 """
 
@@ -45,19 +46,23 @@ def _verifies_with_drafts(stats) -> int:
     return stats.num_draft_tokens // K
 
 
-@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "captured-step"])
-def test_fixed_acceptance_counts_the_first_n_positions(tiny_checkpoints, graphs):
-    stats = _run(_llm(tiny_checkpoints, acceptance={"mode": "fixed", "accepted_tokens": 2}, enforce_eager=not graphs))
+PATHS = {"eager": {"enforce_eager": True}, "captured-step": {"enforce_eager": False},
+         "pipelined": {"enforce_eager": False, "async_scheduling": True}}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_fixed_acceptance_counts_the_first_n_positions(tiny_checkpoints, path):
+    stats = _run(_llm(tiny_checkpoints, acceptance={"mode": "fixed", "accepted_tokens": 2}, **PATHS[path]))
     verifies = _verifies_with_drafts(stats)
     assert verifies > 10
     assert stats.num_accepted_tokens_per_pos == [verifies, verifies, 0, 0]
     assert sum(stats.num_accepted_tokens_per_pos) == stats.num_accepted_tokens
 
 
-@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "captured-step"])
-def test_synthetic_rates_are_followed_per_position(tiny_checkpoints, graphs):
+@pytest.mark.parametrize("path", list(PATHS))
+def test_synthetic_rates_are_followed_per_position(tiny_checkpoints, path):
     llm = _llm(tiny_checkpoints, {"rejection_sample_method": "synthetic",
-                                  "synthetic_acceptance_rates": [1.0, 1.0, 0.5, 0.0]}, enforce_eager=not graphs)
+                                  "synthetic_acceptance_rates": [1.0, 1.0, 0.5, 0.0]}, **PATHS[path])
     stats = _run(llm)
     per_pos = stats.num_accepted_tokens_per_pos
     verifies = _verifies_with_drafts(stats)
@@ -81,7 +86,9 @@ def test_device_verified_steps_count_what_they_read(tiny_checkpoints, monkeypatc
 
     def recording(self, step, result):
         out = collect(self, step, result)
-        seen.extend(step.rows.accepted.tolist())
+        finished = llm.engine.scheduler.requests       # before this step is applied: dropped rows
+        seen.extend(m for sr, m in zip(step.reqs, step.rows.accepted.tolist())
+                    if not finished[sr.req_id].status.is_finished)
         return out
 
     monkeypatch.setattr(decode_graphs, "accepted_lengths", rule)

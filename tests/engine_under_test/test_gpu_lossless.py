@@ -7,7 +7,9 @@ near-tied greedy tokens could flip without any engine bug; float32 leaves roundi
 the logit gaps, and the comparison stays exact equality. Both gated-delta-rule variants run
 (one snapshot kernel, and one fla recurrent call per position), on the tiny shapes with the
 real drafter and with scripted drafts (every accepted-prefix length 0..k), and on the 2b
-shapes (seeded weights) with scripted drafts. Small pools and max_num_batched_tokens force
+shapes (seeded weights) with scripted drafts. With the real drafter the engine also runs
+pipelined (async scheduling: step n + 1 launched behind step n, its inputs derived on the
+device), which must give the same tokens and must really chain steps. Small pools and max_num_batched_tokens force
 chunked prefill and mixed batches.
 """
 
@@ -74,14 +76,17 @@ def reference(tiny_checkpoints):
     return _tokens(_llm(target))
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "pipelined"])
 @pytest.mark.parametrize("backend", ["fla", "fla_per_position"])
 @pytest.mark.parametrize("k", [4, 8])
-def test_dflash_greedy_is_lossless_on_cuda(tiny_checkpoints, reference, k, backend):
+def test_dflash_greedy_is_lossless_on_cuda(tiny_checkpoints, reference, k, backend, async_scheduling):
     target, draft = tiny_checkpoints
-    llm = _llm(target, draft, k, backend)
+    llm = _llm(target, draft, k, backend, async_scheduling=async_scheduling)
     assert _tokens(llm) == reference
     assert [len(t) for t in reference] == list(OUTPUT_LENGTHS)
     assert llm.engine.stats().num_draft_tokens > 0
+    chained = llm.engine.runner.graphs.num_chained_steps
+    assert chained > 0 if async_scheduling else chained == 0
 
 
 @pytest.mark.parametrize("backend", ["fla", "fla_per_position"])

@@ -9,8 +9,9 @@ point at the null block 0) are identical step for step. Drafts: the real drafter
 weights nearly all rejected), and scripted drafts of the greedy continuation that are all
 accepted, none accepted, or cut at a seeded point. One long request reaches max_model_len (whole
 blocks), so a verify step with every draft accepted has no room to draft; three requests pad the
-captured size of four; a sampling request, and an acceptance model, send their steps down the
-two-sync path. Below the engine, the device rule is checked against `verify` on random rows,
+captured size of four; a sampling request sends its steps down the two-sync path; a fixed or
+0 / 1 synthetic acceptance model is decided on the device and equals the host's step for step.
+Below the engine, the device rule is checked against `verify` on random rows,
 and the device-built query buffers against the host fill (`_fill_draft`) for query blocks
 within two tokens of their block table's end.
 """
@@ -173,11 +174,32 @@ def test_a_sampling_request_takes_the_two_sync_path(tiny_checkpoints, reference,
     assert {s.path for s in fast} == {ONE, TWO}
 
 
-def test_an_acceptance_model_takes_the_two_sync_path(tiny_checkpoints, reference, scripted_runner):
-    _, steps, stats = _run(tiny_checkpoints, reference, scripted_runner, 4, "real", one_sync=True,
-                           acceptance={"mode": "fixed", "accepted_tokens": 2})
-    assert steps and all(s.path == TWO for s in steps)
+@pytest.mark.parametrize("acceptance, drafts", [
+    ({"mode": "fixed", "accepted_tokens": 2}, "real"),
+    ({"mode": "fixed", "accepted_tokens": 9}, "real"),                                   # capped at k
+    ({"mode": "synthetic", "acceptance_rates": [1.0, 1.0, 1.0, 0.0]}, "real"),
+    ({"mode": "synthetic", "mean_acceptance_length": 2.0}, "none"),                      # rates 1, 0, 0, 0
+], ids=["fixed-2", "fixed-9", "synthetic-1110", "synthetic-len2"])
+def test_an_acceptance_model_one_sync_equals_two_sync(tiny_checkpoints, reference, scripted_runner, acceptance,
+                                                      drafts):
+    """Fixed and 0 / 1 synthetic acceptance decided on the device: every step's emitted tokens
+    (accepted drafts as drafted, then the target's argmax), drafts, counts and query buffers
+    equal the host `verify` with the AcceptanceModel. The drafts are not the greedy continuation,
+    so emitting argmax[0 .. m] instead of the drafts would differ; the request that reaches
+    max_model_len has a step without drafts (padded), where m must be 0."""
+    fast_out, fast, stats = _run(tiny_checkpoints, reference, scripted_runner, 4, drafts, one_sync=True,
+                                 acceptance=acceptance)
+    slow_out, slow, slow_stats = _run(tiny_checkpoints, reference, scripted_runner, 4, drafts, one_sync=False,
+                                      acceptance=acceptance)
+    assert fast_out == slow_out
+    assert fast_out != reference                 # lossy by design: accepted drafts are kept as drafted
+    _assert_same_steps(fast, slow)
+    assert len(fast) > 8 and all(s.path == ONE for s in fast)
+    assert (stats.num_draft_tokens, stats.num_accepted_tokens, stats.num_accepted_tokens_per_pos) == \
+        (slow_stats.num_draft_tokens, slow_stats.num_accepted_tokens, slow_stats.num_accepted_tokens_per_pos)
     assert stats.num_accepted_tokens > 0
+    if acceptance["mode"] == "fixed":           # these schedules land a step at max_model_len
+        assert any(set(s.sampled) - set(s.drafts) for s in fast), "no step without room to draft"
 
 
 def test_accepted_lengths_follow_greedy_verify():

@@ -11,6 +11,11 @@ synchronous engine produces, on the CPU where the captured bodies run eagerly.
 - A planned step that cannot be chained runs after its predecessor with host-resolved inputs.
 - A request that arrives, and one that is aborted, while a step is in flight: the pipeline drains,
   the other requests' outputs are the synchronous engine's, the aborted one reports nothing more.
+- Fixed and 0 / 1 synthetic acceptance (decided on the device, runtime/device_verify.py): the
+  pipelined engine's outputs and spec-decode counts (drafts, accepted, accepted per position)
+  equal the synchronous engine's on the two-sync path (host `verify` with the AcceptanceModel),
+  though requests that finish in step n ran again in step n + 1 (those rows are dropped, counts
+  included, as vLLM drops them).
 Seeded tiny checkpoints (conftest.py), k = 4, four captured sequences, float32; on the CPU, and
 on CUDA (marked gpu: the captured graphs, TF32 off) where a device is present.
 """
@@ -45,12 +50,12 @@ def device(request, monkeypatch):
     return request.param
 
 
-def _llm(checkpoints, async_scheduling: bool, device: str) -> LLM:
+def _llm(checkpoints, async_scheduling: bool, device: str, spec_extra: dict | None = None, **kw) -> LLM:
     target, draft = checkpoints
-    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": K}
+    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": K, **(spec_extra or {})}
     return LLM(target, spec, max_num_seqs=4, max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=96,
                kv_cache_memory_bytes=12 * 2**20, enforce_eager=False, async_scheduling=async_scheduling,
-               device=device, dtype="float32")
+               device=device, dtype="float32", **kw)
 
 
 def _requests():
@@ -101,8 +106,8 @@ def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpo
     launch, collect = DecodeGraphs.launch, DecodeGraphs.collect
     checked, pending = [], {}
 
-    def watched_launch(self, reqs, prev=None):
-        step = launch(self, reqs, prev)
+    def watched_launch(self, reqs, prev=None, acceptance=None):
+        step = launch(self, reqs, prev, acceptance)
         if prev is not None:            # the buffers as the device derived them, before the next fill
             pending[id(step)] = (reqs, prev, self.meta.device_buffer.clone())
         return step
@@ -111,7 +116,7 @@ def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpo
         out = collect(self, step, result)
         for key, (reqs, prev, derived) in list(pending.items()):
             if prev is step:            # prev's results are read: resolve the chained step on the host
-                sampled = {sr.req_id: prev.rows.argmax[b, :int(prev.rows.accepted[b]) + 1].tolist()
+                sampled = {sr.req_id: prev.rows.emitted[b, :int(prev.rows.accepted[b]) + 1].tolist()
                            for b, sr in enumerate(prev.reqs)}
                 drafts = {sr.req_id: prev.rows.drafts[b].tolist() for b, sr in enumerate(prev.reqs)
                           if prev.rows.drafting[b]}
@@ -196,3 +201,30 @@ def test_an_arrival_and_an_abort_while_a_step_is_in_flight(tiny_checkpoints, dev
     for rid in ("0", "2", "3"):
         assert piped_out[rid] == sync_out[rid], rid
     assert len(sync_out["3"]) == 15 and at_arrival >= 5 and total > at_arrival
+
+
+@pytest.mark.parametrize("spec_extra, acceptance", [
+    (None, {"mode": "fixed", "accepted_tokens": 3}),
+    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 3.0}, None),       # 1, 1, 0, 0
+    ({"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [1.0, 1.0, 1.0, 1.0]}, None),
+], ids=["fixed-3", "synthetic-len3", "synthetic-all"])
+def test_acceptance_models_pipelined_equal_the_two_sync_engine(tiny_checkpoints, device, spec_extra, acceptance):
+    sync = _llm(tiny_checkpoints, False, device, spec_extra, acceptance=acceptance)
+    sync.engine.runner.graphs.one_sync = False          # the host's verify with the AcceptanceModel
+    piped = _llm(tiny_checkpoints, True, device, spec_extra, acceptance=acceptance)
+    dropped = []
+    apply = piped.engine._apply
+
+    def counting_apply(out, result, **kw):
+        dropped.extend(rid for rid in result.verified if piped.engine.scheduler.requests[rid].status.is_finished)
+        return apply(out, result, **kw)
+
+    piped.engine._apply = counting_apply
+    reference = _generate(sync)
+    assert _generate(piped) == reference
+    a, b = sync.engine.stats(), piped.engine.stats()
+    assert (b.num_draft_tokens, b.num_accepted_tokens, b.num_accepted_tokens_per_pos, b.num_generated_tokens) == \
+        (a.num_draft_tokens, a.num_accepted_tokens, a.num_accepted_tokens_per_pos, a.num_generated_tokens)
+    assert a.num_accepted_tokens > 0
+    assert piped.engine.runner.graphs.num_chained_steps >= 5
+    assert dropped, "no request ran again after it finished: the dropped-row counts went untested"
