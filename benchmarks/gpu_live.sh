@@ -17,6 +17,7 @@
 #                compared with vLLM as served in this run on this card; report in $OUT/same-run/
 #   same-run-pytest  the other face, in the background: `pytest suites/live -m gpu` of vLLM, the reference and
 #                the slowed port on the same case; verdicts in $OUT/same-run-pytest/verdicts.jsonl
+#   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -77,6 +78,11 @@ for step in "$@"; do
         run=$(ls -td /tmp/reports-ref/2* | head -1); mkdir -p "$OUT/reference-$i"
         cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-$i/" 2>/dev/null
       done
+      ;;
+    engine-tests)
+      "${T[@]}" python3 -m pytest tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py \
+        tests/engine_under_test/test_chain_kernel.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
+        | tee "$OUT/engine-tests.log" | tail -15
       ;;
     same-run)
       mkdir -p "$OUT/same-run"
