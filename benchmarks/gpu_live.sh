@@ -85,9 +85,9 @@ for step in "$@"; do
         | tee "$OUT/engine-tests.log" | tail -15
       ;;
     same-run)
-      mkdir -p "$OUT/same-run"
+      mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-1" && mkdir -p "$OUT/same-run"
       ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
-      setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines vllm,reference,$ports \
+      setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
           ${VLLM_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
           echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
           cp \$run/observations.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \

@@ -7,9 +7,12 @@ It runs `engine_under_test.serve.main.main(argv, wrap_engine=...)`: the server b
 as always, and the port wraps that engine from the outside (`PortEngine`); nothing in
 engine_under_test knows about the defects. `--defects none`, or a comma-separated list of:
 
-  slow-step                after each engine step, sleep R times that step's own wall time (R =
-                           --slow-step-ratio, default 1/3: the port serves about a quarter fewer
-                           tokens per second); what it slept is the counter
+  slow-step                after each engine step, wait for the device to finish what it launched,
+                           then sleep R times that step's own wall time (R = --slow-step-ratio,
+                           default 1/3). The wait keeps a pipelined engine (async scheduling) from
+                           running its next step under the sleep, so the port serves at least a
+                           quarter fewer tokens per second (more where pipelining hid host time:
+                           the wait costs that overlap too); what it slept is the counter
                            `port:injected_sleep_seconds_total` on /metrics
   acceptance-off           the case's synthetic acceptance mapped wrong: a mean acceptance length
                            one less (at least 1), or per-position rates shifted one position
@@ -90,6 +93,13 @@ def _rewrite_spec(argv: list[str]) -> list[str]:
     return out
 
 
+def _drain_device() -> None:
+    """Wait for every kernel the engine launched (CUDA only; nothing to wait for on a CPU)."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 class PortEngine:
     """The reference engine as the port serves it: every attribute is the engine's own, except
     what a switched-on defect overrides (`step`, `stats`, `plan`)."""
@@ -115,6 +125,7 @@ class PortEngine:
     def _slow_step(self):
         t0 = time.perf_counter()
         out = self._engine.step()
+        _drain_device()   # a pipelined engine's launched step would run on during the sleep and hide it
         pause = (time.perf_counter() - t0) * self._ratio
         time.sleep(pause)
         self.injected_sleep_s += pause
