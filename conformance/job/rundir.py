@@ -98,6 +98,10 @@ class ObservationLog:
 
 
 def read_observations(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's observations, validated, with the paths of the checkout that measured them written as
+    this checkout's (`job.relocate`; run.json's provenance says where it ran)."""
+    from conformance.job.relocate import moves
+
     path = Path(run_dir) / OBSERVATIONS_FILE
     if not path.is_file():
         raise ConformanceError(f"{path}: no observations file (is {run_dir} a run directory of `conformance run`?)")
@@ -114,7 +118,20 @@ def read_observations(run_dir: Path) -> list[dict[str, Any]]:
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
             raise ObservationError([f"{path}: line {i}: not JSON ({why})"]) from None
         out.append(_accepted(obs, f"{path}: line {i}"))
+    pairs = moves(_meta_or_none(Path(run_dir)))
+    if pairs:
+        from conformance.job.relocate import relocated
+
+        out = [relocated(o, pairs) for o in out]
     return out
+
+
+def _meta_or_none(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        meta = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None   # load_report says what is wrong with run.json; the observations are read as they are
+    return meta if isinstance(meta, dict) else None
 
 
 def _text_or_none(value: Any) -> str | None:

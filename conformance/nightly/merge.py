@@ -32,6 +32,7 @@ from rich.console import Console
 from conformance.console_text import shown
 from conformance.errors import ConformanceError
 from conformance.job import rundir
+from conformance.job.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
 from conformance.nightly.provenance import goldens_revision
 from conformance.report.model import RunReport
@@ -135,7 +136,7 @@ def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool,
         seen: dict[tuple[str, str], str] = {}
         with (out_dir / rundir.OBSERVATIONS_FILE).open("w", encoding="utf-8") as fh:
             for run in runs:
-                for obs in rundir.read_observations(run.run_dir):
+                for obs in rundir.read_observations(run.run_dir):   # in this checkout's paths (job.relocate)
                     key = (obs["case_id"], obs["engine"]["name"])
                     if key in seen:
                         console.print(f"[yellow]{shown(key[1])} on {shown(key[0])}: measured by {shown(seen[key])} "
@@ -145,7 +146,7 @@ def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool,
     cases = {}
     for run in runs:
         for c in run.meta.get("cases") or ():
-            cases.setdefault(c["id"], c)
+            cases.setdefault(c["id"], relocated(c, moves(run.meta)))
     expectations = list({json.dumps(e, sort_keys=True): e for r in runs
                          for e in r.meta.get("expectations") or ()}.values())
     started = [r.meta.get("started_at") for r in runs if r.meta.get("started_at")]

@@ -84,6 +84,9 @@ def host_device() -> str:
 
 def run_provenance(goldens_dir: Path | None, shard: Any = None) -> dict[str, Any]:
     commit, dirty = framework_commit()
+    from conformance import paths
+
     return {"host": socket.gethostname(), "device": host_device(), "framework_commit": commit,
+            "repo_root": str(paths.REPO_ROOT), "cache_dir": str(paths.cache_dir()),
             "framework_dirty": dirty, "goldens_revision": goldens_revision(goldens_dir),
             "shard": shard.to_json() if shard is not None else None}
