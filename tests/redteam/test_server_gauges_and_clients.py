@@ -19,23 +19,25 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from conformance import verdicts
+from conformance import paths, verdicts
 from conformance.harness.live_sampler import LiveSampler
 from engine_under_test.serve import request
 from tests.serve.test_server import _argv, _start
 
 MAX_NUM_SEQS = 2
-STEP_SLEEP_MS = "40"
+SLOW_STEP_RATIO = "4"   # each step followed by four times its own wall time asleep: requests pile up
+LIVE_PORT = paths.REPO_ROOT / "examples" / "live-port" / "live_port.py"
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
+    """The reference's own server, each step slowed from outside by the live port's slow-step defect (the
+    engine has no knob for it)."""
     log = tmp_path_factory.mktemp("serve-gauges") / "server.log"
-    os.environ["DFLASH_TEST_STEP_SLEEP_MS"] = STEP_SLEEP_MS
-    try:
-        proc, url = _start(_argv(max_num_seqs=str(MAX_NUM_SEQS)), log)
-    finally:
-        del os.environ["DFLASH_TEST_STEP_SLEEP_MS"]
+    argv = _argv(max_num_seqs=str(MAX_NUM_SEQS))
+    argv = [argv[0], str(LIVE_PORT), *argv[3:], "--defects", "slow-step", "--slow-step-ratio", SLOW_STEP_RATIO]
+    proc, url = _start(argv, log)
+    assert "live-port: defects=slow-step" in log.read_text()
     yield url, proc, log
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
