@@ -66,7 +66,7 @@ def test_latest_names_the_newest_run_by_start_not_the_last_to_finish(tmp_path):
     second = subprocess.run(argv(fast), cwd=str(paths.REPO_ROOT), env=env, capture_output=True, timeout=120)
     assert first.poll() is None, "the slow run must still be running when the newer one finishes"
     assert first.wait(120) == 0 and second.returncode == 0, second.stderr[-2000:]
-    runs = sorted(p.name for p in out.iterdir() if p.name != "latest")
+    runs = sorted(p.name for p in out.iterdir() if p.is_dir() and not p.is_symlink())   # not latest, not the history store
     assert len(runs) == 2
     newest = max(runs)   # run ids are their start times
     assert os.readlink(out / "latest") == newest

@@ -58,6 +58,7 @@ def base_documents() -> tuple[dict[str, Any], ...]:
         d.setdefault("live", {"concurrencies": [1, 2], "device": "cpu", "num_repeats": 2,
                               "parity": {"min_output_tok_per_s_ratio": 0.9}, "regression": {"max_ttft_ratio": 2.5},
                               "acceptance_tolerance": {"mean_length": 0.1}})
+        d["live"].setdefault("transformers_peer", {"output_tokens": 16})
     first = copy.deepcopy(docs[0])
     synthetic = copy.deepcopy(first)
     synthetic["id"] = "fuzz-synthetic"
