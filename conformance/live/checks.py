@@ -322,7 +322,7 @@ def device_memory(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: 
         if over > 0:
             return _verdict(MEMORY, obs, FINDING, f"finding about the oracle: its processes hold {units.human_bytes(footprint[phase])} "
                             f"at {phase}, over its own bound {how} = {units.human_bytes(bound)} by "
-                            f"{units.human_bytes(over)} ({over} B); engines under test are held to no more than this overrun",
+                            f"{units.human_bytes(over)} ({over} B); engines under test are held to no more than its overrun at each phase",
                             details)
         return _verdict(MEMORY, obs, PASS, f"peak {units.human_bytes(max(footprint.values()))} within {how} = "
                         f"{units.human_bytes(bound)}", details)
