@@ -2,13 +2,16 @@
 
 Contract: `moves(meta)` reads a run's `run.json` provenance (`repo_root`, `cache_dir`: the checkout and
 cache that measured it) and returns the (theirs, ours) pairs that differ, longest first;
-`relocated(value, moves)` rewrites each string's occurrences of theirs as ours. A plan records the
+`relocated(value, moves)` rewrites each string's occurrences of theirs as ours where theirs is a whole
+path (followed by `/`, the end, or a character no path name continues with: `/ci/a` never rewrites
+`/ci/ab`). A plan records the
 model directories it read (provenance.mapping); a golden holds them as `<repo>` of the checkout that
 judges it, so without this a run merged or verified on another host differs from every golden.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping, Sequence
 
 
@@ -29,5 +32,6 @@ def relocated(value: Any, pairs: Sequence[tuple[str, str]]) -> Any:
         return [relocated(v, pairs) for v in value]
     if isinstance(value, str):
         for theirs, ours in pairs:
-            value = value.replace(theirs, ours)
+            if theirs in value:
+                value = re.sub(re.escape(theirs) + r"(?![\w.-])", lambda _: ours, value)
     return value

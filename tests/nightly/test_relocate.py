@@ -56,3 +56,4 @@ def test_moves_are_longest_first_and_skip_what_is_already_here():
     assert moves({"provenance": {"repo_root": here, "cache_dir": str(paths.cache_dir())}}) == []
     assert moves({}) == [] and moves(None) == []
     assert relocated({"x": ["/a/m", 3]}, [("/a", "/b")]) == {"x": ["/b/m", 3]}
+    assert relocated(["/a", "at /a: x", "/ab/m", "/a-b", "/a.d"], [("/a", "/b")]) == ["/b", "at /b: x", "/ab/m", "/a-b", "/a.d"]
