@@ -7,16 +7,22 @@
 #                pieces), run its install.sh into /tmp/vllm-pack/site, and install the framework's own
 #                needs (wheels in $STASH/*/fw/*.whl) into /tmp/fw-site
 #   install-fw   only the framework's own needs, from $FW_WHEELS (a glob of wheels), for steps without vLLM
+#   install-sglang  reassemble SGLang's pack from $STASH/s*/spart-* (a tar of `conformance envs pack sglang`
+#                without the wheels it shares with vLLM's pack, listed in shared-with-vllm-pack.txt and linked
+#                from there) and run its install.sh into /tmp/sglang-pack/site (after `install`)
 #   golden-2b    $GOLDEN_ENGINES' (default vllm) live golden of live-2b-dflash-k8 (pytest --snapshot-update)
-#   golden-27b   vLLM's live golden of live-27b-dflash-c32-k8
+#   golden-27b   the same for live-27b-dflash-c32-k8
+#   golden-bg    both cases' goldens of $GOLDEN_ENGINES in one pytest session, in the background (it outlasts
+#                one call); log and verdicts in $OUT/golden-bg/
 #   judged       conformance run --live on live-2b-dflash-k8 of $ENGINES (default: reference; e.g. the live
 #                ports of examples/live-port) against vLLM's golden recorded on this card
 #   reference-N  the unchanged reference served N more times on live-2b-dflash-k8 (N = 1..3), each judged
 #   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
 #                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
 #                compared with vLLM as served in this run on this card; report in $OUT/same-run/
-#   same-run-pytest  the other face, in the background: `pytest suites/live -m gpu` of vLLM, the reference and
-#                the slowed port on the same case; verdicts in $OUT/same-run-pytest/verdicts.jsonl
+#   same-run-pytest  the other face, in the background: `pytest suites/live -m gpu` of $PYTEST_ENGINES (default
+#                vLLM, the reference and the slowed port) on the same case; verdicts in
+#                $OUT/same-run-pytest/verdicts.jsonl
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
@@ -28,6 +34,7 @@ RESULTS=${1:?usage: gpu_live.sh RESULTS STEP...}; shift
 OUT=/tmp/gpu-out
 STASH=${STASH:-/tmp/stash}
 PACK=${PACK:-/tmp/vllm-pack}
+SPACK=${SPACK:-/tmp/sglang-pack}
 GOLDENS=${GOLDENS:-/tmp/goldens}
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 COLUMNS=200
 export PYTHONPATH="$PWD:/tmp/fw-site${PYTHONPATH:+:$PYTHONPATH}"
@@ -40,7 +47,8 @@ trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
-VLLM_SET=(); [ -f "$PACK/oracle-pack.json" ] && VLLM_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
+ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
+[ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK")
 
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
@@ -54,6 +62,23 @@ for step in "$@"; do
       "$PACK/bin/vllm" --version | tee -a "$OUT/gpu.txt"
       python3 -c "import torch; print('host torch', torch.__version__, torch.version.cuda, torch.cuda.mem_get_info())" | tee -a "$OUT/gpu.txt"
       ;;
+    install-sglang)
+      mkdir -p "$SPACK"
+      cat "$STASH"/s*/spart-* | tar xf - -C "$SPACK" || exit 1
+      while read -r w; do [ -f "$SPACK/wheels/$w" ] || ln "$PACK/wheels/$w" "$SPACK/wheels/$w" || exit 1
+      done < "$SPACK/shared-with-vllm-pack.txt"
+      ldd --version | head -1 | tee -a "$OUT/gpu.txt"
+      if ! bash "$SPACK/install.sh" > "$OUT/install-sglang.log" 2>&1; then
+        tail -5 "$OUT/install-sglang.log"
+        echo "install.sh refused a wheel: installing with the pack's platform tags given to pip" | tee -a "$OUT/gpu.txt"
+        rm -rf "$SPACK/site"
+        python3 -m pip install --isolated --disable-pip-version-check --no-index --no-deps --no-compile \
+          --only-binary=:all: --python-version 3.12 --implementation cp --platform manylinux_2_34_x86_64 \
+          --target "$SPACK/site" "$SPACK"/wheels/*.whl >> "$OUT/install-sglang.log" 2>&1 || { tail -20 "$OUT/install-sglang.log"; exit 1; }
+        sha256sum "$SPACK/oracle-pack.json" | cut -d' ' -f1 > "$SPACK/site/.oracle-pack.sha256"
+      fi
+      "$SPACK/bin/python" -c "import sglang, torch, sgl_kernel; print('sglang', sglang.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
+      ;;
     install-fw)
       mkdir -p /tmp/fw-site
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fw-site ${FW_WHEELS:?} || exit 1
@@ -62,8 +87,16 @@ for step in "$@"; do
     golden-2b|golden-27b)
       case_id=live-2b-dflash-k8; [ "$step" = golden-27b ] && case_id=live-27b-dflash-c32-k8
       "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
-        "${VLLM_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-${GOLDEN_ENGINES:-vllm}-verdicts.jsonl" \
+        "${ORACLE_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-${GOLDEN_ENGINES:-vllm}-verdicts.jsonl" \
         2>&1 | tee "$OUT/$step-${GOLDEN_ENGINES:-vllm}.log" | tail -40
+      ;;
+    golden-bg)
+      mkdir -p "$OUT/golden-bg"
+      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --engines ${GOLDEN_ENGINES:-vllm} \
+          --cases live-2b-dflash-k8,live-27b-dflash-c32-k8 ${ORACLE_SET[*]} --snapshot-update --snapshot-no-cleanup -rA -q \
+          -p no:cacheprovider --basetemp /tmp/bt-golden --verdicts-out $OUT/golden-bg/verdicts.jsonl \
+          > $OUT/golden-bg/pytest.log 2>&1; echo \$? > $OUT/golden-bg/rc" < /dev/null > /dev/null 2>&1 &
+      echo $! > /tmp/bg.pid; echo "started golden-bg, pid $(cat /tmp/bg.pid)"
       ;;
     judged)
       "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "${ENGINES:-reference}" \
@@ -88,7 +121,7 @@ for step in "$@"; do
       mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-1" && mkdir -p "$OUT/same-run"
       ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
       setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
-          ${VLLM_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
+          ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
           echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
           cp \$run/observations.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \
           < /dev/null > /dev/null 2>&1 &
@@ -97,7 +130,7 @@ for step in "$@"; do
     same-run-pytest)
       mkdir -p "$OUT/same-run-pytest"
       setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
-          --engines vllm,reference,examples/live-port/engine-slow.yaml ${VLLM_SET[*]} \
+          --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
           -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
           --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;
           echo \$? > $OUT/same-run-pytest/rc" < /dev/null > /dev/null 2>&1 &
@@ -107,7 +140,7 @@ for step in "$@"; do
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
       while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
       if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running (pid $pid)"; else echo "done"; fi
-      for log in "$OUT"/same-run/run.log "$OUT"/same-run-pytest/pytest.log; do
+      for log in "$OUT"/same-run/run.log "$OUT"/same-run-pytest/pytest.log "$OUT"/golden-bg/pytest.log; do
         [ -f "$log" ] && { echo "--- $log"; tail -c 6000 "$log"; }
       done
       ;;

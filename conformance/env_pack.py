@@ -39,10 +39,12 @@ INSTALLER_PACKAGES = ("pip",)  # the host brings its own installer
 DOWNLOAD_WORKERS = 4
 
 # The launchers of each engine: a console script is read from the venv's entry_points.txt (its real entry);
-# a module launcher runs `python3 -m <module>`.
+# a module launcher runs `python3 -m <module>`; an interpreter launcher is `python3` with the pack's site (the
+# SGLang manifest runs `{sglang_python} -m sglang.launch_server`: `--live-set sglang_python=<pack>/bin/python`).
 _LAUNCHERS = {
     "vllm": [("console_script", "vllm", None, "serve")],
-    "sglang": [("module", "sglang-launch-server", "sglang.launch_server", None)],
+    "sglang": [("module", "sglang-launch-server", "sglang.launch_server", None),
+               ("interpreter", "python", None, "sglang.launch_server")],
 }
 
 
@@ -118,6 +120,13 @@ def launchers_for(spec: EngineFile, env: envs.OracleEnv) -> list[Launcher]:
         else:
             out.append(Launcher(name, module, None, args_after))
     return out
+
+
+def _applies_to(ln: Launcher) -> str:
+    """Where a launcher appends the deviation args: `vllm serve`, `python -m sglang.launch_server`, `name`."""
+    if ln.module is None and ln.args_after:
+        return f"{ln.name} -m {ln.args_after}"
+    return f"{ln.name} {ln.args_after}" if ln.args_after else ln.name
 
 
 def _parse_env(items: list[str]) -> dict[str, str]:
@@ -239,9 +248,8 @@ def pack(req: PackRequest, progress: Callable[[str], None] = lambda m: None) -> 
     glibc = [(required_glibc(p["file"]), p["name"]) for p in packages]
     newest = max(((g, n) for g, n in glibc if g is not None), default=None)
     deviations = [{"kind": "env", "name": k, "value": v, "reason": req.deviation_reason} for k, v in dev_env.items()]
-    deviations += [{"kind": "arg", "value": a, "applies_to": [f"{ln.name} {ln.args_after}" if ln.args_after else ln.name
-                                                             for ln in launchers], "reason": req.deviation_reason}
-                   for a in req.deviation_args]
+    deviations += [{"kind": "arg", "value": a, "applies_to": [_applies_to(ln) for ln in launchers],
+                    "reason": req.deviation_reason} for a in req.deviation_args]
     doc = {
         "format": PACK_FORMAT,
         "engine": req.engine.name,

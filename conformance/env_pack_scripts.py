@@ -18,15 +18,19 @@ from pathlib import Path
 @dataclass(frozen=True)
 class Launcher:
     """`bin/<name>`: `python3 -c 'import <module>; <module>.<attr>()'` (a console script) when `attr` is
-    given, else `python3 -m <module>`. Deviation args go after `args_after` (e.g. `serve`) when set, else
-    always."""
+    given, `python3 -m <module>` when only `module` is, else the interpreter itself (`module` None: for a
+    manifest that runs `{python} -m <entry> ...`, so the pack's site and env apply). Deviation args go
+    after `args_after` (e.g. `serve`) when set, else always; for the interpreter, only when it is asked
+    `-m <args_after>`."""
 
     name: str
-    module: str
+    module: str | None
     attr: str | None = None
     args_after: str | None = None
 
     def python_argv(self) -> list[str]:
+        if self.module is None:
+            return []
         if self.attr is None:
             return ["-m", self.module]
         code = f"import sys, {self.module}; sys.argv[0] = {self.name!r}; sys.exit({self.module}.{self.attr}())"
@@ -80,6 +84,12 @@ def launcher_script(launcher: Launcher, env: dict[str, str], args: list[str], ti
     extra = " ".join(shlex.quote(a) for a in args)
     if not args:
         extra_block = "extra=()\n"
+    elif launcher.module is None:
+        if not launcher.args_after:
+            raise ValueError(f"launcher {launcher.name}: an interpreter launcher takes deviation args only after "
+                             "`-m <module>` (args_after)")
+        extra_block = (f'extra=()\nif [ "${{1:-}}" = -m ] && [ "${{2:-}}" = {shlex.quote(launcher.args_after)} ]; '
+                       f"then extra=({extra}); fi\n")
     elif launcher.args_after:
         extra_block = (f'extra=()\nif [ "${{1:-}}" = {shlex.quote(launcher.args_after)} ]; then '
                        f"extra=({extra}); fi\n")

@@ -35,6 +35,7 @@ from conformance.harness.bounded_regex import Matcher, clip_lines
 from conformance.harness.capture import CappedOutput, run_capped
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
+from conformance.loadgen.client import REQUEST_PROTOCOLS
 
 HEALTH_POLL_S = 0.25
 SAMPLE_INTERVAL_S = 0.05   # the live sampler's period: NVML and one /metrics scrape, a few ms each
@@ -238,7 +239,8 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
                         "throughput and latency figures, acceptance from /metrics deltas"},
         {"name": "conformance.harness.live.parse_plan_figures",
          "description": f"plan figures read from the engine's startup log by the manifest's regexes ({m.path.name})"}]
-    obs["provenance"]["functions"] = [f"{m.engine} server: POST /v1/completions (stream)", f"{m.engine} server: GET /metrics"]
+    obs["provenance"]["functions"] = [f"{m.engine} server: POST {REQUEST_PROTOCOLS[m.request_protocol][0]} (stream)",
+                                      f"{m.engine} server: GET /metrics"]
     log_path = log_dir / f"{m.engine}-{case['id']}.log"
     workload = Workload.from_case(case, _vocab_size(case["resolved"]["target_dir"]))
     timing: dict[str, Any] = {"log_file": str(log_path)}
@@ -289,7 +291,8 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
         try:
             result = run_ladder(base_url, workload, settings, m.metrics,
                                 int(case["speculative"]["num_speculative_tokens"]), on_rung=rung_done,
-                                alive=lambda: engine.exited(grace_s=ERROR_EXIT_GRACE_S), extra_body=m.request_extra)
+                                alive=lambda: engine.exited(grace_s=ERROR_EXIT_GRACE_S), extra_body=m.request_extra,
+                                protocol=m.request_protocol)
         finally:
             sampler.stop()
         timing["ladder_s"] = time.perf_counter() - t1

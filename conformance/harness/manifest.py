@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from conformance import paths
 from conformance.errors import ConformanceError
+from conformance.loadgen.client import OPENAI_COMPLETIONS
 from conformance.loadgen.settings import MetricNames
 from conformance.schemas import error_lines
 from conformance.yaml_file import YamlFileError, read_yaml
@@ -70,6 +71,7 @@ class Manifest:
     startup_regexes: Mapping[str, str]
     request_extra: Mapping[str, Any]
     running_requests_metric: str | None = None
+    request_protocol: str = OPENAI_COMPLETIONS   # conformance.loadgen.client.REQUEST_PROTOCOLS
 
 
 def find_manifest(ref: str | Path) -> Path:
@@ -163,7 +165,8 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
                                         drafts=m.get("drafts"), acceptance_length_gauge=m.get("acceptance_length_gauge"),
                                         accepted_tokens_per_pos=m.get("accepted_tokens_per_pos")),
                     startup_regexes=dict(doc.get("startup_regexes") or {}), request_extra=dict(doc.get("request_extra") or {}),
-                    running_requests_metric=m.get("running_requests"))
+                    running_requests_metric=m.get("running_requests"),
+                    request_protocol=doc.get("request_protocol", OPENAI_COMPLETIONS))
 
 
 def _acceptance_values(case: dict[str, Any]) -> tuple[float | None, list[float] | None]:

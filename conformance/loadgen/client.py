@@ -10,6 +10,12 @@ clock read and a few `bytes.find`s, then one `json.loads` per SSE event; nothing
 token. It speaks only what an OpenAI-compatible server sends: a status line, headers, a chunked
 or Content-Length body (or one delimited by the close).
 
+Two request protocols (`REQUEST_PROTOCOLS`, named by an engine's manifest): `openai-completions`
+(POST /v1/completions, what vLLM and the reference serve) and `sglang-generate` (SGLang's native POST
+/generate with `input_ids`: its OpenAI routes need a tokenizer, which a shapes-only model has not, so
+SGLang serves with `--skip-tokenizer-init` and only /generate answers in token ids). Both stream SSE
+`data:` events ending in `data: [DONE]`; the parser tells them apart by their fields.
+
 Contract: `Connection.stream(...)` never raises for what the server does (refused connection,
 HTTP error, broken or truncated stream, timeout): it returns a `RequestRecord` with `error` set.
 Times are `time.perf_counter()` seconds (see `record`). A chunk's time is when the segment
@@ -42,6 +48,22 @@ def completion_body(model: str, prompt_token_ids: list[int], max_tokens: int, te
     return body
 
 
+def generate_body(model: str, prompt_token_ids: list[int], max_tokens: int, temperature: float,
+                  extra: Mapping[str, Any] | None = None) -> dict:
+    """SGLang's native /generate body with the same meaning as `completion_body` (token ids in, a fixed
+    output length through `ignore_eos`, streamed); `model` is not part of it (one model per server)."""
+    body = {"input_ids": prompt_token_ids, "stream": True,
+            "sampling_params": {"max_new_tokens": max_tokens, "temperature": temperature, "ignore_eos": True}}
+    body.update(extra or {})
+    return body
+
+
+OPENAI_COMPLETIONS, SGLANG_GENERATE = "openai-completions", "sglang-generate"
+# protocol -> (path, body builder)
+REQUEST_PROTOCOLS = {OPENAI_COMPLETIONS: ("/v1/completions", completion_body),
+                     SGLANG_GENERATE: ("/generate", generate_body)}
+
+
 def encode_request(host: str, port: int, path: str, body: dict) -> bytes:
     data = json.dumps(body, separators=(",", ":")).encode()
     return (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
@@ -52,7 +74,7 @@ class _Response:
     """Parse state of one response: head, then a chunked or Content-Length body, then SSE events."""
 
     __slots__ = ("status", "chunked", "remaining", "raw", "sse", "chunks", "num_text_chunks", "usage", "done",
-                 "error", "complete", "text", "head_done")
+                 "error", "complete", "text", "head_done", "num_output_ids")
 
     def __init__(self) -> None:
         self.status, self.chunked, self.remaining, self.head_done = 0, False, -1, False
@@ -63,6 +85,7 @@ class _Response:
         self.done, self.complete = False, False
         self.error: str | None = None
         self.text = b""   # body of a non-200 answer
+        self.num_output_ids = 0   # native /generate: the output ids seen so far (they come cumulative)
 
 
 class _Protocol(asyncio.Protocol):
@@ -189,6 +212,8 @@ class _Protocol(asyncio.Protocol):
                 r.chunks.append(now)
                 c = choices[0]
                 r.num_text_chunks += bool(c.get("text") or c.get("token_ids"))
+            elif choices is None and isinstance(chunk.get("meta_info"), dict):
+                _native_event(r, chunk, now)
         r.sse = buf[start:]
 
     def _end(self, r: _Response) -> None:
@@ -197,6 +222,18 @@ class _Protocol(asyncio.Protocol):
         elif r.error is None and not r.done:
             r.error = "stream ended without data: [DONE]"
         self._finish()
+
+
+def _native_event(r: _Response, chunk: dict, now: float) -> None:
+    """One SGLang /generate event: a token chunk when its (cumulative) `output_ids` grew; the usage from
+    `meta_info` (the last event's counts stand)."""
+    ids = chunk.get("output_ids")
+    if isinstance(ids, list) and len(ids) > r.num_output_ids:
+        r.chunks.append(now)
+        r.num_text_chunks += 1
+        r.num_output_ids = len(ids)
+    meta = chunk["meta_info"]
+    r.usage = {k: meta[k] for k in ("prompt_tokens", "completion_tokens") if k in meta}
 
 
 def _count(usage: dict | None, key: str, default: int | None) -> tuple[int | None, str | None]:

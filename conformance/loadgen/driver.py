@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from conformance.loadgen.client import Connection, completion_body, encode_request
+from conformance.loadgen.client import OPENAI_COMPLETIONS, REQUEST_PROTOCOLS, Connection, encode_request
 from conformance.loadgen.record import RequestRecord
 from conformance.loadgen.workload import Workload
 
@@ -42,6 +42,7 @@ class Job:
     offsets_s: list[float] | None = None
     temperature: float = 0.0
     extra_body: dict[str, Any] = field(default_factory=dict)
+    protocol: str = OPENAI_COMPLETIONS     # client.REQUEST_PROTOCOLS
     request_timeout_s: float = 300.0
     connect_timeout_s: float = 10.0
     stop_on_error: bool = True
@@ -79,9 +80,10 @@ async def _heartbeat(lags: list[float]) -> None:
 def encode_bodies(job: Job) -> list[bytes]:
     u = urlsplit(job.base_url)
     w = Workload(**job.workload)
-    return [encode_request(u.hostname, u.port, "/v1/completions",
-                           completion_body(job.model, w.prompt_token_ids(job.tag, i), w.output_tokens,
-                                           job.temperature, job.extra_body)) for i in job.indices]
+    path, body = REQUEST_PROTOCOLS[job.protocol]
+    return [encode_request(u.hostname, u.port, path,
+                           body(job.model, w.prompt_token_ids(job.tag, i), w.output_tokens,
+                                job.temperature, job.extra_body)) for i in job.indices]
 
 
 async def _sleep_until(t_s: float) -> None:

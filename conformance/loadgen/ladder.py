@@ -35,6 +35,7 @@ import httpx
 
 from conformance.loadgen import event_loop
 from conformance.loadgen.arrivals import arrival_offsets_s
+from conformance.loadgen.client import OPENAI_COMPLETIONS
 from conformance.loadgen.driver import Job, JobResult
 from conformance.loadgen.prometheus import parse_labelled, parse_samples
 from conformance.loadgen.record import RequestRecord
@@ -122,31 +123,31 @@ def _first_failure(records: list[RequestRecord], output_tokens: int) -> str | No
 
 def _job(base_url: str, model: str, workload: Workload, settings: LoadgenSettings, tag: str, indices: list[int],
          concurrency: int, start_at_s: float, extra_body: Mapping[str, Any], worker: int,
-         offsets_s: list[float] | None = None) -> Job:
+         offsets_s: list[float] | None = None, protocol: str = OPENAI_COMPLETIONS) -> Job:
     wl = {"num_requests": workload.num_requests, "prompt_tokens": workload.prompt_tokens,
           "output_tokens": workload.output_tokens, "seed": workload.seed, "vocab_size": workload.vocab_size,
           "prompts": [list(p) for p in workload.prompts]}
     return Job(base_url=base_url, model=model, workload=wl, tag=tag, indices=indices, concurrency=concurrency,
                start_at_s=start_at_s, offsets_s=offsets_s, temperature=settings.temperature,
-               extra_body=dict(extra_body), request_timeout_s=settings.request_timeout_s,
+               extra_body=dict(extra_body), protocol=protocol, request_timeout_s=settings.request_timeout_s,
                connect_timeout_s=settings.connect_timeout_s, stop_on_error=settings.stop_on_error, worker=worker)
 
 
 def _closed_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
-                 concurrency: int, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
+                 concurrency: int, tag: str, n: int, extra_body: Mapping[str, Any], protocol: str) -> JobResult:
     t0 = pool.start_at_s()
     parts = split_closed(range(n), concurrency, pool.num_processes if pool.procs else 1)
-    jobs = [_job(base_url, model, workload, settings, tag, idx, slots, t0, extra_body, w)
+    jobs = [_job(base_url, model, workload, settings, tag, idx, slots, t0, extra_body, w, protocol=protocol)
             for w, (idx, slots) in enumerate(parts)]
     return pool.run(jobs)
 
 
 def _open_wave(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
-               rate: float, tag: str, n: int, extra_body: Mapping[str, Any]) -> JobResult:
+               rate: float, tag: str, n: int, extra_body: Mapping[str, Any], protocol: str) -> JobResult:
     t0 = pool.start_at_s()
     offsets = arrival_offsets_s(n, rate, settings.arrival, settings.burstiness, seed=settings.arrival_seed)
     parts = split_open(list(range(n)), offsets, settings.max_concurrency, pool.num_processes if pool.procs else 1)
-    jobs = [_job(base_url, model, workload, settings, tag, idx, cap, t0, extra_body, w, offs)
+    jobs = [_job(base_url, model, workload, settings, tag, idx, cap, t0, extra_body, w, offs, protocol)
             for w, (idx, offs, cap) in enumerate(parts)]
     return pool.run(jobs)
 
@@ -157,7 +158,7 @@ def _wall_time_ns(t0_s: float) -> int:
 
 def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, settings: LoadgenSettings,
           names: MetricNames, concurrency: int, k: int, extra_body: Mapping[str, Any],
-          rate: float | None) -> dict[str, Any]:
+          rate: float | None, protocol: str) -> dict[str, Any]:
     n = settings.num_requests(concurrency if rate is None else max(1, settings.max_concurrency),
                               workload.num_requests)
     warm_c = concurrency if rate is None else max(1, min(settings.max_concurrency or 4, n))
@@ -174,7 +175,7 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
     for rep in range(settings.num_repeats):
         for w in range(settings.num_warmup_waves):
             warm = _closed_wave(pool, base_url, model, workload, settings, warm_c, f"warmup-{key}-r{rep}-w{w}",
-                                warm_c, extra_body)
+                                warm_c, extra_body, protocol)
             message = _first_failure(warm.records, workload.output_tokens)
             if message:
                 message = f"warm-up {message}"
@@ -184,9 +185,9 @@ def _rung(pool: ClientPool, base_url: str, model: str, workload: Workload, setti
         before = _scrape(base_url, names)
         tag = f"{key}-r{rep}"
         if rate is None:
-            res = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body)
+            res = _closed_wave(pool, base_url, model, workload, settings, concurrency, tag, n, extra_body, protocol)
         else:
-            res = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body)
+            res = _open_wave(pool, base_url, model, workload, settings, rate, tag, n, extra_body, protocol)
         records, t0 = res.records, res.t0_s
         loop_lags += res.loop_lag_s
         after = _scrape(base_url, names)
@@ -294,19 +295,20 @@ def _pool(settings: LoadgenSettings, concurrency: int, rate: float | None) -> Cl
 
 def run_rung(base_url: str, model: str, workload: Workload, settings: LoadgenSettings, names: MetricNames,
              concurrency: int, num_speculative_tokens: int = 0, extra_body: Mapping[str, Any] | None = None,
-             request_rate_per_s: float | None = None) -> dict[str, Any]:
-    """One rung: closed loop at `concurrency`, or open loop at `request_rate_per_s` (cap: `concurrency`)."""
+             request_rate_per_s: float | None = None, protocol: str = OPENAI_COMPLETIONS) -> dict[str, Any]:
+    """One rung: closed loop at `concurrency`, or open loop at `request_rate_per_s` (cap: `concurrency`);
+    requests in `protocol` (`client.REQUEST_PROTOCOLS`)."""
     check_loopback(base_url)
     base_url = base_url.rstrip("/")
     with _pool(settings, concurrency, request_rate_per_s) as pool:
         return _rung(pool, base_url, model, workload, settings, names, concurrency, num_speculative_tokens,
-                     extra_body or {}, request_rate_per_s)
+                     extra_body or {}, request_rate_per_s, protocol)
 
 
 def run_ladder(base_url: str, workload: Workload, settings: LoadgenSettings, names: MetricNames,
                num_speculative_tokens: int = 0, on_rung: Callable[[dict[str, Any]], None] = lambda r: None,
                alive: Callable[[], str | None] = lambda: None,
-               extra_body: Mapping[str, Any] | None = None) -> LadderResult:
+               extra_body: Mapping[str, Any] | None = None, protocol: str = OPENAI_COMPLETIONS) -> LadderResult:
     """Every rung of `settings.concurrencies` (or `settings.request_rates_per_s`) in order. `alive()` returns
     why the engine is gone (or None); it is asked after a failed rung so the message can say the engine died."""
     check_loopback(base_url)
@@ -323,7 +325,8 @@ def run_ladder(base_url: str, workload: Workload, settings: LoadgenSettings, nam
         steps = [(c, None) for c in settings.concurrencies]
     for c, rate in steps:
         try:
-            rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body, rate)
+            rung = run_rung(base_url, model, workload, settings, names, c, num_speculative_tokens, extra_body, rate,
+                            protocol)
         except Exception as exc:  # noqa: BLE001  an answer nothing above foresaw: this rung fails, the rest stand
             rung = {"mode": "closed" if rate is None else "open", "concurrency": c, "status": "error",
                     "output_tok_per_s": None, "wall_s": None,

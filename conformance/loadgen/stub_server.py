@@ -1,7 +1,7 @@
 """A minimal OpenAI-compatible streaming server for measuring and testing the harness.
 
-It is a checking system under test (MLPerf LoadGen style): it serves POST /v1/completions with
-SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it can (or with
+It is a checking system under test (MLPerf LoadGen style): it serves POST /v1/completions (and
+SGLang's native POST /generate, token ids in and cumulative `output_ids` out) with SSE, emitting `max_tokens` tokens in chunks of `tokens_per_step` as fast as it can (or with
 `step_delay_s` between chunks, and `first_token_delay_s` before the first: an engine's prefill, so
 a benchmark can give it the TTFT of a real engine while its answers stay exactly paced), and
 records what the harness did: requests seen, the most requests in flight at once, bodies that
@@ -92,20 +92,27 @@ def _response(head: bytes, body: bytes, ctype: bytes) -> bytes:
 STREAM_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 
-def render_stream(cfg: StubConfig, max_tokens: int, prompt_len: int) -> list[bytes]:
-    """The response as a list of writes: head + first step, each further step, usage + [DONE] + end."""
+def render_stream(cfg: StubConfig, max_tokens: int, prompt_len: int, native: bool = False) -> list[bytes]:
+    """The response as a list of writes: head + first step, each further step, usage + [DONE] + end.
+    `native`: SGLang's /generate events (cumulative `output_ids`, the counts in `meta_info`, no usage event)."""
     n_out = max_tokens if cfg.max_output_tokens is None else min(max_tokens, cfg.max_output_tokens)
     steps: list[bytes] = []
     remaining = n_out
     while remaining > 0:
         n = min(cfg.tokens_per_step, remaining)
         remaining -= n
+        if native:
+            done = n_out - remaining
+            steps.append(_sse({"output_ids": [7] * done, "meta_info": {
+                "id": "stub", "prompt_tokens": prompt_len, "completion_tokens": done,
+                "finish_reason": None if remaining else {"type": "length", "length": n_out}}}))
+            continue
         steps.append(_sse({"object": "text_completion", "model": MODEL_ID, "choices": [
             {"index": 0, "text": "x" * n, "finish_reason": None if remaining else "length"}]}))
-    tail = (_sse({"object": "text_completion", "model": MODEL_ID, "choices": [],
-                  "usage": {"prompt_tokens": prompt_len, "completion_tokens": n_out,
-                            "total_tokens": prompt_len + n_out}})
-            + _http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+    usage = b"" if native else _sse({"object": "text_completion", "model": MODEL_ID, "choices": [],
+                                     "usage": {"prompt_tokens": prompt_len, "completion_tokens": n_out,
+                                               "total_tokens": prompt_len + n_out}})
+    tail = usage + _http_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n"
     if not steps:
         return [STREAM_HEAD + tail]
     writes = [STREAM_HEAD + steps[0], *steps[1:]]
@@ -149,13 +156,15 @@ class _Protocol(asyncio.Protocol):
 class _Core:
     def __init__(self, cfg: StubConfig, state: StubState) -> None:
         self.cfg, self.state = cfg, state
-        self.cache: dict[tuple[int, int], list[bytes]] = {}
+        self.cache: dict[tuple[int, int, bool], list[bytes]] = {}
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle(self, tr: Any, method: bytes, path: bytes, body: bytes) -> None:
         st = self.state
         if method == b"POST" and path == b"/v1/completions":
             self.completion(tr, body)
+        elif method == b"POST" and path == b"/generate":
+            self.completion(tr, body, native=True)
         elif path == b"/health":
             tr.write(_response(b"200 OK", b"", b"text/plain"))
         elif path == b"/v1/models":
@@ -175,26 +184,28 @@ class _Core:
         else:
             tr.write(_response(b"404 Not Found", b"not found", b"text/plain"))
 
-    def completion(self, tr: Any, raw: bytes) -> None:
+    def completion(self, tr: Any, raw: bytes, native: bool = False) -> None:
+        """/v1/completions, or SGLang's /generate (`native`: `input_ids`, `sampling_params`)."""
         st, cfg = self.state, self.cfg
         try:
             body = json.loads(raw)
-            max_tokens = int(body["max_tokens"])
+            params = body["sampling_params"] if native else body
+            max_tokens = int(params["max_new_tokens" if native else "max_tokens"])
         except (ValueError, KeyError, TypeError) as exc:
             tr.write(_response(b"400 Bad Request", f"bad body: {exc}".encode(), b"text/plain"))
             return
-        prompt = body.get("prompt")
+        prompt = body.get("input_ids" if native else "prompt")
         st.num_requests += 1
         st.in_flight += 1
         st.max_in_flight = max(st.max_in_flight, st.in_flight)
         if st.record_prompts:
             st.prompts.append(list(prompt) if isinstance(prompt, list) else [])
-        if not body.get("stream") or not body.get("ignore_eos") or not isinstance(prompt, list):
+        if not body.get("stream") or not params.get("ignore_eos") or not isinstance(prompt, list):
             st.violations.append(f"body without stream/ignore_eos/token prompt: {sorted(body)}")
-        key = (len(prompt) if isinstance(prompt, (list, str)) else 0, max_tokens)
+        key = (len(prompt) if isinstance(prompt, (list, str)) else 0, max_tokens, native)
         writes = self.cache.get(key)
         if writes is None:
-            writes = render_stream(cfg, max_tokens, key[0])
+            writes = render_stream(cfg, max_tokens, key[0], native)
             if len(self.cache) < MAX_CACHED_RESPONSES:
                 self.cache[key] = writes
         if cfg.first_token_delay_s > 0:

@@ -121,6 +121,26 @@ def test_install_sh_installs_the_wheels_offline_is_idempotent_and_the_launcher_r
     other = subprocess.run([str(pack / "bin" / "standin"), "bench"], capture_output=True, text=True, env=env, timeout=120)
     assert json.loads(other.stdout)["argv"][1:] == ["bench"]
 
+    # the interpreter launcher (SGLang's manifest runs `{sglang_python} -m sglang.launch_server`): the site and
+    # env apply to any use; the deviation args only to `-m <its module>`
+    write_scripts(pack, [Launcher("python", None, None, "standin_entry")], {"PACK_TEST_DEVIATION": "on"},
+                  ["--probe-flag"], "stand-in")
+    as_module = subprocess.run([str(pack / "bin" / "python"), "-m", "standin_entry", "x"], capture_output=True,
+                               text=True, env=env, timeout=120)
+    assert as_module.returncode == 0 and as_module.stdout == ""   # a module run without a main guard prints nothing
+    code = ("import sys, standin_entry; sys.argv[0] = 'standin'; standin_entry.main()")
+    plain = subprocess.run([str(pack / "bin" / "python"), "-c", code, "y"], capture_output=True, text=True,
+                           env=env, timeout=120)
+    got = json.loads(plain.stdout)
+    assert got["argv"][1:] == ["y"] and got["env"] == "on" and Path(got["tabulate"]).is_relative_to(site)
+    (site / "standin_main.py").write_text("import standin_entry\nstandin_entry.main()\n")
+    write_scripts(pack, [Launcher("python", None, None, "standin_main")], {}, ["--probe-flag"], "stand-in")
+    main = subprocess.run([str(pack / "bin" / "python"), "-m", "standin_main", "z"], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert json.loads(main.stdout)["argv"][1:] == ["z", "--probe-flag"]
+    with pytest.raises(ValueError, match="only after `-m <module>`"):
+        write_scripts(pack, [Launcher("python", None)], {}, ["--probe-flag"], "stand-in")
+
 
 def test_install_sh_refuses_a_target_that_holds_something_else(small_pack, tmp_path):
     target = tmp_path / "busy"
@@ -222,7 +242,7 @@ def test_only_names_a_package_the_venv_lacks(tmp_path, capsys):
     assert "--only no-such-package: not in vllm's venv" in capsys.readouterr().err
 
 
-def test_sglangs_launcher_runs_its_server_module_with_the_deviation_args_always(tmp_path):
+def test_sglangs_launchers_run_its_server_module_with_the_deviation_args(tmp_path):
     if oracle_env(resolve_engine("sglang")).state() != "ready":
         pytest.skip("SGLang oracle venv not built (conformance envs install sglang)")
     run = _conformance("envs", "pack", "sglang", "--python", "3.12", "--platform", PLATFORM, "--out", str(tmp_path),
@@ -231,5 +251,8 @@ def test_sglangs_launcher_runs_its_server_module_with_the_deviation_args_always(
     text = (tmp_path / "bin" / "sglang-launch-server").read_text()
     assert "extra=(--probe-flag)\n" in text
     assert 'exec "${ORACLE_PACK_PYTHON:-python3}" -m sglang.launch_server "$@" ${extra[@]+"${extra[@]}"}' in text
+    python = (tmp_path / "bin" / "python").read_text()   # the manifest's {sglang_python}
+    assert 'if [ "${1:-}" = -m ] && [ "${2:-}" = sglang.launch_server ]; then extra=(--probe-flag); fi\n' in python
+    assert 'exec "${ORACLE_PACK_PYTHON:-python3}"  "$@" ${extra[@]+"${extra[@]}"}' in python
     doc = json.loads((tmp_path / "oracle-pack.json").read_text())
-    assert doc["engine"] == "sglang" and doc["deviations"][0]["applies_to"] == ["sglang-launch-server"]
+    assert doc["engine"] == "sglang" and doc["deviations"][0]["applies_to"] == ["sglang-launch-server", "python -m sglang.launch_server"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder
+from conformance.loadgen.client import OPENAI_COMPLETIONS, SGLANG_GENERATE
 from conformance.loadgen.ladder import check_loopback
 from conformance.loadgen.stub_server import StubServer
 
@@ -16,12 +17,15 @@ def _workload(**kw) -> Workload:
     return Workload(**{"num_requests": 6, "prompt_tokens": 8, "output_tokens": 12, "seed": 7, "vocab_size": 64, **kw})
 
 
+@pytest.mark.parametrize("protocol", [OPENAI_COMPLETIONS, SGLANG_GENERATE])
 @pytest.mark.parametrize("tokens_per_step", [1, 3])
-def test_ladder_counts_and_acceptance(tokens_per_step: int) -> None:
+def test_ladder_counts_and_acceptance(tokens_per_step: int, protocol: str) -> None:
+    """Both request protocols (OpenAI completions; SGLang's native /generate, whose events carry the
+    output ids so far and the counts in meta_info) give the same figures from the same server."""
     settings = LoadgenSettings(concurrencies=(1, 3), num_warmup_waves=1, min_requests_per_slot=2)
     w = _workload()
     with StubServer(tokens_per_step=tokens_per_step, num_speculative_tokens=4, step_delay_s=0.002) as srv:
-        result = run_ladder(srv.base_url, w, settings, NAMES, num_speculative_tokens=4)
+        result = run_ladder(srv.base_url, w, settings, NAMES, num_speculative_tokens=4, protocol=protocol)
         st = srv.state
     assert result.message is None and [r["concurrency"] for r in result.rungs] == [1, 3]
     for r in result.rungs:
@@ -87,10 +91,12 @@ def test_dead_server_gives_error_rung_and_stops() -> None:
     assert result.rungs == [] and "v1/models" in result.message
 
 
-def test_short_outputs_are_an_error() -> None:
+@pytest.mark.parametrize("protocol", [OPENAI_COMPLETIONS, SGLANG_GENERATE])
+def test_short_outputs_are_an_error(protocol: str) -> None:
     w = _workload()
     with StubServer(max_output_tokens=5) as srv:   # a server that ignores ignore_eos: it stops after 5 tokens
-        result = run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1, 2), num_warmup_waves=0), NAMES)
+        result = run_ladder(srv.base_url, w, LoadgenSettings(concurrencies=(1, 2), num_warmup_waves=0), NAMES,
+                            protocol=protocol)
     assert [r["status"] for r in result.rungs] == ["error"]
     assert "output tokens where 12 were asked" in result.rungs[0]["message"]
 
