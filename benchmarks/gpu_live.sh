@@ -47,11 +47,13 @@ trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
-ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
-[ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK")
+# the installed oracle packs, as options (read again before each step: an install step adds one)
+oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
+               [ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK"); }
 
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
+  oracle_set
   case "$step" in
     install)
       mkdir -p "$PACK" /tmp/fw-site
