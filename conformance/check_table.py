@@ -35,6 +35,9 @@ its run observation of the same run, else its live golden:
     live.plan_matches_run                under-test   -        live cases            throughput.plan, plan_expected
     live.device_memory_within_bound      both roles   vllm     live cases            throughput.live.by_phase, cuda_total_bytes
     live.concurrency_served              both roles   -        live cases            throughput.live.by_phase[top].max_running_requests
+    live.running_not_below_sglang        under-test   sglang   live cases            throughput.live.by_phase[*].max_running_requests
+    live.device_memory_within_sglang_bound under-test sglang   live cases            throughput.live.by_phase, cuda_total_bytes
+    live.oracles_agree                   oracle       vllm     live cases            rungs[*].*_repeats, mean_acceptance_length
 """
 
 from __future__ import annotations
@@ -143,6 +146,14 @@ LIVE_CHECKS: tuple[CheckSpec, ...] = (
               against="vllm", needs_against=False, reads=("throughput.live",)),
     CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec),
               reads=("throughput.live",)),
+    CheckSpec(lc.RUNNING_SGLANG, "live", (UNDER_TEST,), lambda i: lc.running_not_below_oracle(i.obs, i.other, i.source),
+              against="sglang", reads=("throughput.live",)),
+    CheckSpec(lc.MEMORY_SGLANG, "live", (UNDER_TEST,),
+              lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, False, check=lc.MEMORY_SGLANG),
+              against="sglang", reads=("throughput.live",)),
+    CheckSpec(lc.ORACLES_AGREE, "live", (ORACLE,),
+              lambda i: lc.oracles_agree(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
+              against="vllm", needs_against=False, reads=("throughput.rungs",)),
 )
 SAME_RUN = "measured in this run"
 

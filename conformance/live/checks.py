@@ -7,8 +7,9 @@ golden (`source` says which); both go through `view.live_view`. Outcomes:
 
     pass / fail            as everywhere
     inconclusive           a timing interval straddles its band's limit: noise alone never fails
-    finding                an oracle breaks its own definition (vLLM over its own bound): a fact about
-                           the oracle, shown, not a failure
+    finding                an oracle breaks its own definition (vLLM over its own bound), or the two
+                           oracles disagree live by more than the noise: a fact about the oracles,
+                           shown, not a failure
     skip                   nothing to judge (the case bounds KV bytes, not the process; no device)
 
 Order: acceptance is judged before throughput. Two engines at different acceptance say nothing about
@@ -30,6 +31,9 @@ ACCEPTANCE = "live.acceptance_equals_vllm"
 THROUGHPUT = "live.throughput_parity_vllm"
 PLAN = "live.plan_matches_run"
 MEMORY = "live.device_memory_within_bound"
+RUNNING_SGLANG = "live.running_not_below_sglang"
+MEMORY_SGLANG = "live.device_memory_within_sglang_bound"
+ORACLES_AGREE = "live.oracles_agree"
 # Startup figures that depend on how much device memory the engine measured when it started: under a
 # gpu_memory_utilization bound a CPU plan cannot know them, so they are compared only under a KV-bytes bound.
 MEMORY_DEPENDENT_FIGURES = ("kv_cache_tokens", "max_concurrency", "num_blocks")
@@ -294,21 +298,24 @@ def overrun(view: dict[str, Any], util: float) -> tuple[int, str | None, int | N
 
 
 def device_memory(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: dict[str, Any], source: str,
-                  is_oracle: bool) -> Verdict:
+                  is_oracle: bool, check: str = MEMORY) -> Verdict:
     """Bug 1 as an operator meets it: the NVML footprint of the engine's whole process tree (CUDA context
     included), per phase (idle, each rung), within gpu_memory_utilization x the CUDA runtime's total.
     An oracle over its own bound is a finding about the oracle. An engine under test may overrun, at
     each phase, by no more than the oracle did at that phase on the same case (its same-run observation,
     else its live golden; a phase the oracle did not measure gets the oracle's worst overrun); its
-    footprint per phase is listed beside the oracle's."""
+    footprint per phase is listed beside the oracle's. The same rule against SGLang (`check` =
+    MEMORY_SGLANG): SGLang's bound is mem_fraction_static x the same total (its pools and weights are
+    sized inside that fraction of the device; activations and graphs outside), so an engine under test
+    is held to SGLang's overrun too."""
     util = (case_spec.get("memory") or {}).get("gpu_memory_utilization")
     if util is None:
-        return _verdict(MEMORY, obs, SKIP, "the case bounds KV cache bytes, not the process: no whole-process bound")
+        return _verdict(check, obs, SKIP, "the case bounds KV cache bytes, not the process: no whole-process bound")
     view = live_view(obs)
     bound, how = bound_of(view, util)
     footprint = {p: b for p, b in (view.get("footprint") or {}).items() if b is not None}
     if bound is None or not footprint:
-        return _verdict(MEMORY, obs, SKIP, f"device memory not measured ({view.get('memory_source') or 'no live figures'})")
+        return _verdict(check, obs, SKIP, f"device memory not measured ({view.get('memory_source') or 'no live figures'})")
     theirs = live_view(other) if other else None
     details = []
     for p, b in footprint.items():
@@ -320,11 +327,11 @@ def device_memory(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: 
     over, phase, _ = overrun(view, util)
     if is_oracle:
         if over > 0:
-            return _verdict(MEMORY, obs, FINDING, f"finding about the oracle: its processes hold {units.human_bytes(footprint[phase])} "
+            return _verdict(check, obs, FINDING, f"finding about the oracle: its processes hold {units.human_bytes(footprint[phase])} "
                             f"at {phase}, over its own bound {how} = {units.human_bytes(bound)} by "
                             f"{units.human_bytes(over)} ({over} B); engines under test are held to no more than its overrun at each phase",
                             details)
-        return _verdict(MEMORY, obs, PASS, f"peak {units.human_bytes(max(footprint.values()))} within {how} = "
+        return _verdict(check, obs, PASS, f"peak {units.human_bytes(max(footprint.values()))} within {how} = "
                         f"{units.human_bytes(bound)}", details)
     allowed_over, oracle_phase, note = 0, None, "no oracle measurement to compare with"
     allowed: dict[str, int] = {}
@@ -341,11 +348,99 @@ def device_memory(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: 
         p = worst[0]
         mine_over = footprint[p] - bound
         theirs_at = allowed.get(p, allowed_over)
-        return _verdict(MEMORY, obs, FAIL, f"the engine's processes hold {units.human_bytes(footprint[p])} at {p}, "
+        return _verdict(check, obs, FAIL, f"the engine's processes hold {units.human_bytes(footprint[p])} at {p}, "
                         f"over {how} = {units.human_bytes(bound)} by {units.human_bytes(mine_over)} ({mine_over} B) where "
                         f"the oracle's overrun at {p} is {units.human_bytes(theirs_at)}; {note}"
                         f" (NVML, CUDA context included; throughput.live.by_phase)", details)
-    return _verdict(MEMORY, obs, PASS, f"peak {units.human_bytes(max(footprint.values()))} within {how} = "
+    return _verdict(check, obs, PASS, f"peak {units.human_bytes(max(footprint.values()))} within {how} = "
                     f"{units.human_bytes(bound)}" + (f" plus the oracle's overrun at each phase ({note})" if allowed_over
                                                      else f"; {note}"), details)
 
+
+
+# --- against SGLang: the running requests it admits --------------------------------------------
+
+def running_not_below_oracle(obs: dict[str, Any], other: dict[str, Any] | None, source: str,
+                             check: str = RUNNING_SGLANG) -> Verdict:
+    """The requests an engine runs at once, rung by rung, are at least as many as the oracle actually
+    admitted at that rung (its running-requests gauge, sampled through the rung; SGLang's scheduler caps
+    them by its mamba state slots and its pools, so what it admits live is the figure to meet, beside the
+    planned max_active_seqs that `budget.active_seqs_not_below_sglang` compares). Reads
+    `throughput.live.by_phase[c=N].max_running_requests` of both. An open-loop ladder holds no fixed
+    number in flight: skipped."""
+    if ((obs.get("throughput") or {}).get("live") or {}).get("mode") == "open":
+        return _verdict(check, obs, SKIP, "open-loop ladder: no rung holds a fixed concurrency")
+    mine = live_view(obs).get("max_running_requests") or {}
+    theirs = live_view(other or {}).get("max_running_requests") or {}
+    common = [p for p in mine if p.startswith("c=") and mine[p] is not None and theirs.get(p) is not None]
+    if not common:
+        why = "this engine exposes no running-requests gauge" if not any(v is not None for v in mine.values()) \
+            else f"no rung where both this engine and {_name(other)} ({source}) measured it"
+        return _verdict(check, obs, SKIP, f"running requests not compared: {why}")
+    common.sort(key=lambda p: int(p[2:]))
+    lines = [f"{p}: {mine[p]} at once; {_name(other)}: {theirs[p]}" for p in common]
+    short = [p for p in common if mine[p] < theirs[p]]
+    if short:
+        p = short[0]
+        return _verdict(check, obs, FAIL, f"at most {mine[p]} requests ran at once at {p}, where {_name(other)} "
+                        f"({source}) admitted {theirs[p]}: the engine seats fewer than the oracle runs", lines)
+    return _verdict(check, obs, PASS, f"at every rung at least as many requests at once as {_name(other)} "
+                    f"({source}): " + ", ".join(f"{p} {mine[p]}" for p in common), lines)
+
+
+# --- the two oracles beside each other ----------------------------------------------------------
+
+def _both_ways(band: Band) -> list[tuple[str, str, float, bool]]:
+    """Each limit of `band` and its mirror: two oracles agree when each ratio lies between them."""
+    out = []
+    for figure, key, limit, upper in band.limits():
+        out += [(figure, key, limit, upper), (figure, key, 1.0 / limit, not upper)]
+    return out
+
+
+def oracles_agree(obs: dict[str, Any], other: dict[str, Any] | None, case_spec: dict[str, Any], source: str,
+                  same_run: bool) -> Verdict:
+    """An oracle beside the oracle others are compared with (SGLang beside vLLM), rung by rung: the mean
+    acceptance length within the case's tolerance, and output tok/s, TTFT, TPOT and ITL (p50 of each
+    wave) as ratios with 95% intervals inside the parity band taken both ways (tok/s within [0.9, 1/0.9]
+    by default). An interval wholly outside is a `finding` about the oracles: they disagree by more than
+    the noise, which says nothing against an engine under test (judged against each oracle's own rows);
+    one straddling a limit is inconclusive; all inside pass. Against the other oracle's golden, recorded
+    in another run, the band is widened by the regression band. The oracle compared with itself: skip."""
+    if other is None or (other.get("engine") or {}).get("name") == obs["engine"]["name"]:
+        return _verdict(ORACLES_AGREE, obs, SKIP, "the oracle the others are compared with" if other is not None
+                        else f"no figures of the other oracle ({source})")
+    spec = _spec(case_spec)
+    mine, theirs = live_view(obs), live_view(other)
+    a, b = _ok_rungs(mine), _ok_rungs(theirs)
+    common = sorted(set(a) & set(b))
+    if not common:
+        return _verdict(ORACLES_AGREE, obs, SKIP, f"no rung measured by both this oracle and {_name(other)} ({source})")
+    band = spec.parity if same_run else _combined(spec.parity, spec.regression)
+    disagree, straddle, lines = [], [], []
+    for c in common:
+        la, lb = a[c].get("mean_acceptance_length"), b[c].get("mean_acceptance_length")
+        if la is not None and lb is not None and abs(la - lb) > spec.acceptance_mean_tolerance:
+            disagree.append(f"c={c}: mean acceptance length {la:.3f} vs {lb:.3f}")
+        for figure, key, limit, upper in _both_ways(band):
+            interval = ratio_interval(a[c].get(key) or [], b[c].get(key) or [])
+            if interval is None:
+                continue
+            outcome = judge_ratio(interval, limit, upper)
+            if outcome == I_FAIL:
+                disagree.append(f"c={c}: {figure} {interval.text()} beyond {limit:.3g}")
+            elif outcome == I_INCONCLUSIVE:
+                straddle.append(f"c={c}: {figure} {interval.text()} straddles {limit:.3g}")
+        r = ratio_interval(a[c].get("output_tok_per_s") or [], b[c].get("output_tok_per_s") or [])
+        lines.append(f"c={c}: output tok/s {r.text() if r else '-'} of {_name(other)}")
+    how = "same run" if same_run else "another run: band widened by the run-to-run noise"
+    if disagree:
+        return _verdict(ORACLES_AGREE, obs, FINDING, f"finding about the oracles: {_name(obs)} and {_name(other)} "
+                        f"disagree by more than the noise on {len(disagree)} figure(s) ({how}; {source}): "
+                        f"{disagree[0]}; engines under test are judged against each oracle's own rows",
+                        disagree + straddle + lines)
+    if straddle:
+        return _verdict(ORACLES_AGREE, obs, INCONCLUSIVE, f"{len(straddle)} interval(s) straddle the parity band "
+                        f"taken both ways against {_name(other)} ({how}; {source}): {straddle[0]}", straddle + lines)
+    return _verdict(ORACLES_AGREE, obs, PASS, f"within the parity band both ways of {_name(other)} at every rung "
+                    f"({how}; {source})", lines)

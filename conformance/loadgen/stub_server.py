@@ -9,7 +9,8 @@ broke the contract (`violations`), the prompts. Its /metrics counts one draft of
 `num_speculative_tokens` per chunk with `tokens_per_step - 1` of them accepted (positions 0 ..
 tokens_per_step - 2, as vLLM's per-position counter labels them), so the mean acceptance length a
 client derives is `tokens_per_step`, and the requests in flight as its running-requests gauge.
-`max_output_tokens` makes it a defective server that stops early (ignores `ignore_eos`).
+`max_output_tokens` makes it a defective server that stops early (ignores `ignore_eos`); `max_running`
+one short of seats (requests beyond it wait, not counted as running, until one finishes).
 
 It must never be the bottleneck of the benchmark that measures the client, so it is an
 `asyncio.Protocol` on one event loop (uvloop when installed), with every response pre-rendered
@@ -66,6 +67,7 @@ class StubConfig:
     step_delay_s: float = 0.0
     max_output_tokens: int | None = None
     first_token_delay_s: float = 0.0
+    max_running: int = 0      # > 0: at most this many requests run at once, the rest wait (an engine short of seats)
 
     def __post_init__(self) -> None:
         if not 1 <= self.tokens_per_step <= self.num_speculative_tokens + 1:
@@ -74,6 +76,8 @@ class StubConfig:
             raise ValueError("step_delay_s: must be >= 0")
         if self.first_token_delay_s < 0:
             raise ValueError("first_token_delay_s: must be >= 0")
+        if self.max_running < 0:
+            raise ValueError("max_running: must be >= 0 (0: no cap)")
 
 
 def _http_chunk(data: bytes) -> bytes:
@@ -157,6 +161,7 @@ class _Core:
     def __init__(self, cfg: StubConfig, state: StubState) -> None:
         self.cfg, self.state = cfg, state
         self.cache: dict[tuple[int, int, bool], list[bytes]] = {}
+        self.waiting: list[tuple[Any, list[bytes]]] = []   # requests without a seat (max_running), in arrival order
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle(self, tr: Any, method: bytes, path: bytes, body: bytes) -> None:
@@ -196,8 +201,6 @@ class _Core:
             return
         prompt = body.get("input_ids" if native else "prompt")
         st.num_requests += 1
-        st.in_flight += 1
-        st.max_in_flight = max(st.max_in_flight, st.in_flight)
         if st.record_prompts:
             st.prompts.append(list(prompt) if isinstance(prompt, list) else [])
         if not body.get("stream") or not params.get("ignore_eos") or not isinstance(prompt, list):
@@ -208,6 +211,16 @@ class _Core:
             writes = render_stream(cfg, max_tokens, key[0], native)
             if len(self.cache) < MAX_CACHED_RESPONSES:
                 self.cache[key] = writes
+        if cfg.max_running and st.in_flight >= cfg.max_running:
+            self.waiting.append((tr, writes))   # no seat: it waits, not running, until one finishes
+            return
+        self.admit(tr, writes)
+
+    def admit(self, tr: Any, writes: list[bytes]) -> None:
+        """A request takes a seat: it runs (the running-requests gauge counts it) from its prefill on."""
+        st, cfg = self.state, self.cfg
+        st.in_flight += 1
+        st.max_in_flight = max(st.max_in_flight, st.in_flight)
         if cfg.first_token_delay_s > 0:
             due = time.perf_counter() + cfg.first_token_delay_s
             self.loop.call_later(cfg.first_token_delay_s, self._start_when_due, tr, writes, due)
@@ -249,15 +262,21 @@ class _Core:
         st.num_drafts += num_steps
         st.num_draft_tokens += num_steps * cfg.num_speculative_tokens
         st.num_accepted_tokens += num_steps * (cfg.tokens_per_step - 1)
+        while self.waiting and (not cfg.max_running or st.in_flight < cfg.max_running):
+            tr, writes = self.waiting.pop(0)
+            if tr.is_closing():
+                continue
+            self.admit(tr, writes)
 
 
 class StubServer:
     """The stub on its own event loop in a daemon thread of this process (tests); see the module doc."""
 
     def __init__(self, tokens_per_step: int = 1, num_speculative_tokens: int = 4, step_delay_s: float = 0.0,
-                 max_output_tokens: int | None = None, port: int = 0, first_token_delay_s: float = 0.0) -> None:
+                 max_output_tokens: int | None = None, port: int = 0, first_token_delay_s: float = 0.0,
+                 max_running: int = 0) -> None:
         self.config = StubConfig(tokens_per_step, num_speculative_tokens, step_delay_s, max_output_tokens,
-                                 first_token_delay_s)
+                                 first_token_delay_s, max_running)
         self.state = StubState()
         self._core = _Core(self.config, self.state)
         self._sock = socket.create_server(("127.0.0.1", port), backlog=4096)
@@ -307,6 +326,8 @@ def main() -> int:
     ap.add_argument("--num-speculative-tokens", type=int, default=4)
     ap.add_argument("--step-delay-s", type=float, default=0.0)
     ap.add_argument("--first-token-delay-s", type=float, default=0.0, help="before the first step (a prefill)")
+    ap.add_argument("--max-running", type=int, default=0,
+                    help="at most this many requests run at once, the rest wait (0: no cap; an engine short of seats)")
     ap.add_argument("--cpu", type=int, default=None, help="pin this process to one CPU")
     ap.add_argument("--resident-bytes", type=int, default=0,
                     help="hold this many bytes resident while serving (a store an engine keeps beside its pool)")
@@ -317,7 +338,7 @@ def main() -> int:
     if a.cpu is not None and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {a.cpu})
     cfg = StubConfig(a.tokens_per_step, a.num_speculative_tokens, a.step_delay_s,
-                     first_token_delay_s=a.first_token_delay_s)
+                     first_token_delay_s=a.first_token_delay_s, max_running=a.max_running)
     core = _Core(cfg, StubState(record_prompts=False))
     loop = new_event_loop()
     core.loop = loop

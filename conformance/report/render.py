@@ -18,7 +18,7 @@ from markupsafe import Markup
 
 from conformance.report import charts, latency
 from conformance.report.atomic import write_atomic
-from conformance.report.live_tables import live_section
+from conformance.report.live_tables import LIVE_ORACLES, live_section
 from conformance.report.families import FAMILIES
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, is_finding, outcome_counts
 from conformance.report.palette import palette
@@ -156,7 +156,8 @@ def _case_view(report: RunReport, case, colours: dict[str, str] | None = None) -
         "ladder_svg": charts.ladder_chart([r for r in rungs if r[1]], colours) if any(r[1] for r in rungs) else None,
         "percentile_svgs": _percentile_svgs(obs, colours),
         "live": live_section(obs, case.spec, {e.name: e.role for e in report.matrix_engines},
-                             oracle_golden=_live_golden("vllm", case.id) if case.spec.get("live") else None),
+                             oracle_goldens={o: _live_golden(o, case.id) for o in LIVE_ORACLES} if case.spec.get("live")
+                             else None),
     }
 
 

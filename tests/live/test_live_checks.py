@@ -132,9 +132,69 @@ def test_judge_live_takes_the_oracle_of_this_run_and_keys_checks_by_role():
     assert "measured in this run" in verdicts["live.throughput_parity_vllm"].message
     assert verdicts["live.acceptance_equals_vllm"].outcome == "pass"
     oracle = {v.check for v in judge_live(vllm, CASE, "oracle", _missing)}
-    assert oracle == {"live.golden", "live.device_memory_within_bound", "live.concurrency_served"}
+    assert oracle == {"live.golden", "live.device_memory_within_bound", "live.concurrency_served", "live.oracles_agree"}
     none = {v.check: v for v in judge_live(run_obs(), CASE, "under-test", _missing)}
     assert none["live.throughput_parity_vllm"].failed and "nothing to compare with" in none["live.throughput_parity_vllm"].message
     cpu = dict(CASE, live=dict(CASE["live"], device="cpu"))
     assert {v.outcome for v in judge_live(run_obs(), cpu, "under-test", _missing)
             if v.check.endswith("_vllm")} == {"skip"}
+
+
+def _running(o: dict[str, Any], by_phase: dict[str, int | None]) -> dict[str, Any]:
+    for p, n in by_phase.items():
+        o["throughput"]["live"]["by_phase"].setdefault(p, {"peak_device_bytes": None, "num_samples": 5})
+        o["throughput"]["live"]["by_phase"][p]["max_running_requests"] = n
+    return o
+
+
+def test_running_requests_not_below_what_the_oracle_admits():
+    sglang = _running(run_obs("sglang"), {"c=1": 1, "c=4": 4})
+    assert lc.running_not_below_oracle(_running(run_obs(), {"c=1": 1, "c=4": 4}), sglang, "s").outcome == "pass"
+    short = lc.running_not_below_oracle(_running(run_obs(), {"c=1": 1, "c=4": 3}), sglang, "s")
+    assert short.failed and "at most 3 requests ran at once at c=4" in short.message and "admitted 4" in short.message
+    # an oracle that admits fewer (its mamba cap) is the figure to meet, not the concurrency asked
+    capped = _running(run_obs("sglang"), {"c=1": 1, "c=4": 2})
+    assert lc.running_not_below_oracle(_running(run_obs(), {"c=1": 1, "c=4": 2}), capped, "s").outcome == "pass"
+    assert lc.running_not_below_oracle(run_obs(), sglang, "s").outcome == "skip"      # no gauge of its own
+
+
+def test_the_oracles_beside_each_other_are_a_finding_when_they_disagree():
+    vllm = run_obs("vllm")
+    assert lc.oracles_agree(run_obs("sglang"), vllm, CASE, "s", True).outcome == "pass"
+    faster = lc.oracles_agree(run_obs("sglang", scale=1.4, latency=0.6), vllm, CASE, "s", True)
+    assert faster.outcome == "finding" and "finding about the oracles" in faster.message
+    assert "output tok/s 1.400 x" in faster.message
+    other_acceptance = lc.oracles_agree(run_obs("sglang", accept=3.0), vllm, CASE, "s", True)
+    assert other_acceptance.outcome == "finding" and "mean acceptance length 3.000 vs 4.000" in other_acceptance.message
+    noisy = run_obs("sglang", scale=1.1)
+    for r in noisy["throughput"]["rungs"]:
+        r["output_tok_per_s_repeats"] = [x * f for x, f in zip(r["output_tok_per_s_repeats"], (0.7, 1.0, 1.4))]
+    assert lc.oracles_agree(noisy, vllm, CASE, "s", True).outcome == "inconclusive"
+    # against the other oracle's golden (another run) the band is widened: 1.4x is noise there
+    assert lc.oracles_agree(run_obs("sglang", scale=1.4), vllm, CASE, "s", False).outcome == "pass"
+    assert lc.oracles_agree(vllm, vllm, CASE, "s", True).outcome == "skip"
+
+
+def test_device_memory_against_sglang_holds_an_engine_to_sglang_s_overrun():
+    sglang = run_obs("sglang", footprint={"idle": 50_200, "c=4": 50_200})     # 200 B over from idle on
+    v = lc.device_memory(run_obs(footprint={"c=4": 50_300}), sglang, CASE, "s", False, check=lc.MEMORY_SGLANG)
+    assert v.check == lc.MEMORY_SGLANG and v.failed and "overrun at c=4 is 200 B" in v.message
+    assert lc.device_memory(run_obs(footprint={"c=4": 50_150}), sglang, CASE, "s", False,
+                            check=lc.MEMORY_SGLANG).outcome == "pass"
+
+
+def test_judge_live_judges_against_both_oracles():
+    vllm, sglang = run_obs("vllm"), _running(run_obs("sglang", footprint={"idle": 40_000, "c=4": 50_100}),
+                                             {"c=1": 1, "c=4": 4})
+    served = {"vllm": vllm, "sglang": sglang}
+    port = _running(run_obs(footprint={"idle": 40_000, "c=4": 50_050}), {"c=1": 1, "c=4": 2})
+    verdicts = {v.check: v for v in judge_live(port, CASE, "under-test", _missing, lambda e, c: served.get(e))}
+    assert verdicts["live.running_not_below_sglang"].failed
+    assert verdicts["live.device_memory_within_sglang_bound"].outcome == "pass"   # inside SGLang's own overrun
+    assert verdicts["live.device_memory_within_bound"].failed                     # vLLM stays inside its bound
+    oracle = {v.check: v for v in judge_live(sglang, CASE, "oracle", _missing, lambda e, c: served.get(e))}
+    assert set(oracle) == {"live.golden", "live.device_memory_within_bound", "live.concurrency_served",
+                           "live.oracles_agree"}
+    assert oracle["live.oracles_agree"].outcome == "pass"
+    none = {v.check: v for v in judge_live(port, CASE, "under-test", _missing)}
+    assert none["live.running_not_below_sglang"].failed and "nothing to compare with" in none["live.running_not_below_sglang"].message

@@ -119,3 +119,30 @@ def test_the_live_port_whose_startup_line_disagrees_fails_plan_matches_run(tmp_p
     assert obs["status"] == "ok", obs["message"]
     v = _judge(obs, case, None)["live.plan_matches_run"]
     assert v.failed and "kv_cache_tokens: printed" in v.message, v.message
+
+
+def _sglang_golden(case_id: str = "live-2b-dflash-k8") -> dict:
+    from conformance.goldens import find_golden
+
+    return find_golden("live", "sglang", case_id)
+
+
+def test_a_stub_short_of_seats_runs_fewer_requests_than_sglang_admits(paced, stub_case, tmp_path):
+    """Judged against SGLang's live golden of the 2b case (one H200: it ran 1 request at once at c = 1 and
+    4 at c = 4, as many as asked): the paced stub runs as many; the stub with one seat (the rest wait)
+    runs 1 at c = 4 and fails `live.running_not_below_sglang`."""
+    golden = _sglang_golden()
+    spec = dict(stub_case.spec, id=stub_case.id)
+
+    def judge(obs):
+        def lookup(suite, engine, case_id):
+            if engine == "sglang":
+                return golden
+            raise GoldenMissingError(f"no {engine} live golden")
+        return {v.check: v for v in judge_live(obs, spec, "under-test", lookup)}
+
+    sound = judge(paced)["live.running_not_below_sglang"]
+    assert sound.outcome == "pass" and "sglang 0.5.23 live golden" in sound.message, sound.message
+    few = _served("stub-few-seats", stub_case, tmp_path)
+    v = judge(few)["live.running_not_below_sglang"]
+    assert v.failed and "at most 1 requests ran at once at c=4" in v.message and "admitted 4" in v.message, v.message

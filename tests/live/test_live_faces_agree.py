@@ -46,7 +46,8 @@ def test_the_live_suite_and_the_live_job_produce_the_same_verdicts(tmp_path):
             break
     assert {c for c, _, _, _ in from_job} == {"live.golden", "live.acceptance_equals_vllm", "live.throughput_parity_vllm",
                                              "live.plan_matches_run", "live.device_memory_within_bound",
-                                             "live.concurrency_served"}
+                                             "live.concurrency_served", "live.running_not_below_sglang",
+                                             "live.device_memory_within_sglang_bound"}
     assert {e for _, e, _, _ in from_job} == {"reference", "stub-paced"}
     assert from_suites == from_job, (f"only in the suites: {sorted(from_suites - from_job)}; "
                                      f"only in the job: {sorted(from_job - from_suites)}")

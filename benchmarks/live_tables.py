@@ -1,0 +1,80 @@
+"""Markdown tables of live figures, for a results README: each engine's ladder beside the first oracle's
+(median tok/s, TTFT and TPOT p50 over the measured waves, and the tok/s ratio with its 95% interval),
+and the NVML footprint per phase against each engine's bound. Not a CI gate.
+
+    python benchmarks/live_tables.py RUN_DIR/observations.jsonl [--golden ENGINE:CASE ...] [--oracle vllm]
+
+`--golden` adds an engine's committed live golden of a case as a column (`<engine> (golden)`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from conformance import units  # noqa: E402
+from conformance.cases import find_case  # noqa: E402
+from conformance.goldens import find_golden  # noqa: E402
+from conformance.live.checks import bound_of, overruns  # noqa: E402
+from conformance.live.intervals import ratio_interval  # noqa: E402
+from conformance.live.view import live_view, rungs_by_concurrency  # noqa: E402
+
+
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    return None if not xs else xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+
+
+def tables(views: dict[str, dict], oracle: str, util: float | None) -> str:
+    out = ["| engine | c | output tok/s | TTFT p50 ms | TPOT p50 ms | accept | tok/s ratio to " + oracle + " [95%] |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    base = rungs_by_concurrency(views[oracle]) if oracle in views else {}
+    for e, v in views.items():
+        for c, r in sorted(rungs_by_concurrency(v).items()):
+            if r.get("status") != "ok":
+                out.append(f"| {e} | {c} | {r.get('status')} | | | | |")
+                continue
+            ref = base.get(c)
+            ratio = ratio_interval(r["output_tok_per_s"], ref["output_tok_per_s"]) if ref and e != oracle else None
+            out.append(f"| {e} | {c} | {_median(r['output_tok_per_s']):,.0f} | {_median(r['ttft_ms_p50']):.1f} | "
+                       f"{_median(r['tpot_ms_p50']):.2f} | {r.get('mean_acceptance_length')} | "
+                       f"{ratio.text() if ratio else '-'} |")
+    if util:
+        out += ["", "| engine | bound | " + " | ".join(["idle"] + [f"c={c}" for c in sorted(base)]) + " |",
+                "| --- | --- | " + " | ".join(["---"] * (len(base) + 1)) + " |"]
+        for e, v in views.items():
+            bound, _ = bound_of(v, util)
+            over = overruns(v, util)
+            cells = []
+            for p in ["idle"] + [f"c={c}" for c in sorted(base)]:
+                used = (v.get("footprint") or {}).get(p)
+                cells.append("-" if used is None else units.human_bytes(used)
+                             + (f" (+{units.human_bytes(over[p])})" if over.get(p) else ""))
+            out.append(f"| {e} | {units.human_bytes(bound) if bound else '-'} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("observations", type=Path)
+    ap.add_argument("--golden", action="append", default=[], metavar="ENGINE:CASE")
+    ap.add_argument("--oracle", default="vllm")
+    args = ap.parse_args()
+    docs = [json.loads(line) for line in args.observations.read_text().splitlines() if line.strip()]
+    views = {d["engine"]["name"]: live_view(d) for d in docs if d.get("status") == "ok"}
+    case_id = docs[0]["case_id"]
+    for ref in args.golden:
+        engine, _, case = ref.partition(":")
+        views[f"{engine} (golden)"] = live_view(find_golden("live", engine, case or case_id))
+    util = (find_case(case_id).spec.get("memory") or {}).get("gpu_memory_utilization")
+    print(tables(views, args.oracle, util))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
