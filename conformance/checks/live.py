@@ -40,14 +40,14 @@ def live_concurrency_served(given: CheckInput) -> Verdict:
         return verdict(check, obs, SKIP, "running requests not measured: " + "; ".join(live.get("notes") or ["no live figures"]))
     if (phase.get("num_samples") or 0) < MIN_CONCURRENCY_SAMPLES:
         return verdict(check, obs, SKIP, f"{phase.get('num_samples')} sample(s) of the running-requests gauge at {top}: a rung "
-                  f"this short cannot show the concurrency (at least {MIN_CONCURRENCY_SAMPLES} needed; serve longer outputs)")
+                       f"this short cannot show the concurrency (at least {MIN_CONCURRENCY_SAMPLES} needed; serve longer outputs)")
     seqs = case_spec["scheduler"]["max_num_seqs"]
     want = min(seqs, int(top.split("=", 1)[1]))
     if got > seqs:
         return verdict(check, obs, FAIL, f"{got} requests ran at once at {top}, more than max_num_seqs {seqs}")
     if got < want:
         return verdict(check, obs, FAIL, f"at most {got} requests ran at once at {top} where max_num_seqs {seqs} and the "
-                  f"load ask for {want}{by(got, want, 'seqs')}: the engine seats fewer than vLLM would run")
+                       f"load ask for {want}{by(got, want, 'seqs')}: the engine seats fewer than vLLM would run")
     return verdict(check, obs, PASS, f"{got} requests ran at once at {top} (max_num_seqs {seqs})")
 
 

@@ -102,7 +102,7 @@ def ledger_holds_seats(given: CheckInput) -> Verdict:
     seats_f, asked = mem.get("max_concurrency"), (obs.get("budget") or {}).get("max_num_seqs")
     if seats_f is None or asked is None:
         return verdict(check, obs, FAIL, f"memory.max_concurrency {seats_f!r} / budget.max_num_seqs {asked!r}: the engine "
-                  f"does not say how many sequences its pool seats")
+                       f"does not say how many sequences its pool seats")
     seats = min(int(asked), math.floor(seats_f))
     ledger = mem.get("ledger_bytes") or {}
     outside = set(mem.get("outside_bound") or ())
@@ -111,7 +111,7 @@ def ledger_holds_seats(given: CheckInput) -> Verdict:
                   + null_fields("memory.ledger_bytes", ledger, held_cats))
     if unreported:
         return verdict(check, obs, FAIL, f"{not_reported(unreported)} (what a sequence costs and what the ledger holds "
-                  f"under the bound, for {seats} seats)", tuple(unreported) + tuple(unplaced))
+                       f"under the bound, for {seats} seats)", tuple(unreported) + tuple(unplaced))
     if unplaced:
         return verdict(check, obs, FAIL, f"cannot tell whether the ledger holds the seats: {unplaced[0]}", unplaced)
     per_seq = sum(per[k] for k in ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))
@@ -124,8 +124,8 @@ def ledger_holds_seats(given: CheckInput) -> Verdict:
                  f"the ledger holds {held} B ({human_bytes(held)}) under the bound: {need - held} B "
                  f"({human_bytes(need - held)}) of what the seats need is not in the pool"]
         return verdict(check, obs, FAIL, f"memory.ledger_bytes cannot hold the {seats} sequences memory.max_concurrency "
-                  f"seats: short by {need - held} B ({human_bytes(need - held)}); a per-request store kept beside the "
-                  f"pool would look like this (only a live check measures what is really allocated)", lines)
+                       f"seats: short by {need - held} B ({human_bytes(need - held)}); a per-request store kept beside the "
+                       f"pool would look like this (only a live check measures what is really allocated)", lines)
     return verdict(check, obs, PASS, f"{seats} seats x {per_seq} B = {need} B within the {held} B the ledger holds")
 
 
@@ -152,7 +152,7 @@ def per_sequence_equals_vllm(given: CheckInput) -> Verdict:
     if problems:
         why = pool_differences(obs, vllm)
         return verdict(check, obs, FAIL, f"a full-length sequence costs other than in {engine_label(vllm)}: {problems[0]}"
-                  f"{'; ' + why.summary() if why.kind else ''} [{source}]", problems + list(why.lines()))
+                       f"{'; ' + why.summary() if why.kind else ''} [{source}]", problems + list(why.lines()))
     return verdict(check, obs, PASS, f"per-sequence attention, state, draft bytes and state slots equal vLLM's [{source}]")
 
 
@@ -201,19 +201,19 @@ def seats_equal_vllm(given: CheckInput) -> Verdict:
         return verdict(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
     if obs["status"] != "ok":
         return verdict(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
-                  f"{obs.get('message')} [{source}]")
+                       f"{obs.get('message')} [{source}]")
     mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
     documented = intended(case_spec, "vllm", "memory.max_concurrency", me)
     if documented:
         if not _seats_close(mine, float(documented["expected"])):
             return verdict(check, obs, FAIL, f"the case documents {whom(documented, me)} seating {documented['expected']} "
-                      f"where vLLM seats "
-                      f"{theirs} ({documented['reason']}), but {me} seats {mine} [{source}]")
+                           f"where vLLM seats "
+                           f"{theirs} ({documented['reason']}), but {me} seats {mine} [{source}]")
         if _seats_close(mine, theirs):
             return verdict(check, obs, FAIL, f"the case documents a seat difference from vLLM that no longer exists: both "
-                      f"seat {mine} [{source}]")
+                           f"seat {mine} [{source}]")
         return verdict(check, obs, PASS, f"documented difference: {me} seats {mine}, vLLM {theirs} "
-                  f"({documented['reason']}) [{source}]")
+                       f"({documented['reason']}) [{source}]")
     pools = own_pools(obs, vllm, case_spec)
     if pools is not None and theirs is not None:
         scaled = theirs * pools[0] / pools[1]
@@ -222,12 +222,12 @@ def seats_equal_vllm(given: CheckInput) -> Verdict:
         if not _seats_close(mine, scaled):
             why, lines = _seats_why(obs, vllm, mine, scaled, "its pool seats fewer full-length sequences per byte")
             return verdict(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences {where}"
-                      f"{by(mine, scaled, 'seats')}; {why} [{source}]", lines)
+                           f"{by(mine, scaled, 'seats')}; {why} [{source}]", lines)
         return verdict(check, obs, PASS, f"seats {mine} {where}, within {SEATS_REL_TOLERANCE:.1%} [{source}]")
     if not _seats_close(mine, theirs):
         why, lines = _seats_why(obs, vllm, mine, theirs, "the same bytes seat fewer full-length sequences")
         return verdict(check, obs, FAIL, f"memory.max_concurrency: {me} seats {mine} full-length sequences where vLLM seats "
-                  f"{theirs} in the same bytes{by(mine, theirs, 'seats')}; {why} [{source}]", lines)
+                       f"{theirs} in the same bytes{by(mine, theirs, 'seats')}; {why} [{source}]", lines)
     return verdict(check, obs, PASS, f"seats {mine} = vLLM's {theirs} (within {SEATS_REL_TOLERANCE:.1%}) [{source}]")
 
 
@@ -246,10 +246,10 @@ def unified_pool_seats(given: CheckInput) -> Verdict:
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or (vllm["memory"]["max_concurrency"] or 0) < num_seqs:
         return verdict(check, obs, FAIL, f"the case is meant to give vLLM room for {num_seqs} full-length sequences; "
-                  f"vLLM: {vllm['status']} {(vllm.get('memory') or {}).get('max_concurrency')} [{source}]")
+                       f"vLLM: {vllm['status']} {(vllm.get('memory') or {}).get('max_concurrency')} [{source}]")
     if obs["status"] != "ok":
         return verdict(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']:.2f} "
-                  f"sequences from one bound: {obs.get('message')} [{source}]")
+                       f"sequences from one bound: {obs.get('message')} [{source}]")
     mem, budget = obs["memory"], obs.get("budget") or {}
     ledger, bound = mem.get("ledger_bytes") or {}, mem.get("bound_bytes")
     problems = _unplaced_draft_kv(obs, case_spec)
@@ -282,9 +282,9 @@ def unified_pool_seats(given: CheckInput) -> Verdict:
         problems.append("memory.per_sequence reports no bytes: nothing shows the seats come from the pool's bytes")
     if problems:
         return verdict(check, obs, FAIL, f"does not seat {num_seqs} from one bound where vLLM does: {problems[0]} "
-                  f"[{source}]", tuple(problems))
+                       f"[{source}]", tuple(problems))
     return verdict(check, obs, PASS, f"seats {mem['max_concurrency']} >= {num_seqs} from {human_bytes(held)} under the "
-              f"bound of {human_bytes(bound)} ({seated} x {per_seq} B per sequence fit) [{source}]")
+                   f"bound of {human_bytes(bound)} ({seated} x {per_seq} B per sequence fit) [{source}]")
 
 
 def explains_short_seats(given: CheckInput) -> Verdict:
@@ -300,18 +300,18 @@ def explains_short_seats(given: CheckInput) -> Verdict:
                                                                                           ("max_num_seqs",))
     if unreported:
         return verdict(check, obs, FAIL, f"{not_reported(unreported)} (memory.max_concurrency {seats}, budget.max_num_seqs "
-                  f"{asked}: whether the pool seats max_num_seqs)", unreported)
+                       f"{asked}: whether the pool seats max_num_seqs)", unreported)
     if seats >= asked:
         return verdict(check, obs, SKIP, f"the pool holds max_num_seqs {asked} full-length sequences ({seats})")
     m = re.search(r"seats (\d{1,18}) full-length", obs.get("message") or "")   # more digits: no seat count
     if not m:
         return verdict(check, obs, FAIL, f"memory.max_concurrency {seats:.2f} < budget.max_num_seqs {asked}, but the "
-                  f"observation's message does not say how many it seats ('seats N full-length ...'): "
-                  f"{obs.get('message')!r}")
+                       f"observation's message does not say how many it seats ('seats N full-length ...'): "
+                       f"{obs.get('message')!r}")
     n = int(m.group(1))
     if not (n < asked and n <= seats):
         return verdict(check, obs, FAIL, f"says it seats {n}, inconsistent with memory.max_concurrency {seats} / "
-                  f"budget.max_num_seqs {asked}")
+                       f"budget.max_num_seqs {asked}")
     return verdict(check, obs, PASS, obs["message"])
 
 
@@ -336,10 +336,10 @@ def draft_kv_scaling(given: CheckInput) -> Verdict:
                                        ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes"))]
     if unreported and not any(_draft_kv_says_first(o, unplaced[o["case_id"]]) for o in (small, large)):
         return verdict(check, small, FAIL, f"{not_reported(unreported)} (all per-sequence state against the bound)",
-                  tuple(unreported) + tuple(problems))
+                       tuple(unreported) + tuple(problems))
     if unreported:
         return verdict(check, small, FAIL, f"draft KV does not scale inside the bound: {problems[0]}",
-                  tuple(problems + unreported))
+                       tuple(problems + unreported))
     per_s, per_l = ((o["memory"].get("per_sequence") or {}).get("draft_kv_bytes") for o in (small, large))
     seqs_s, seqs_l = ((o.get("budget") or {}).get("max_num_seqs") for o in (small, large))
     if not per_s or per_s != per_l:
@@ -365,7 +365,7 @@ def draft_kv_scaling(given: CheckInput) -> Verdict:
                             f"KV is not inside the bound")
     if problems:
         return verdict(check, small, FAIL, f"draft KV does not scale inside the bound: {problems[0]}",
-                  tuple(problems + figures))
+                       tuple(problems + figures))
     return verdict(check, small, PASS, "; ".join(figures), tuple(figures))
 
 

@@ -32,7 +32,7 @@ def steps_within_budget(given: CheckInput) -> Verdict:
                                                            "max_active_seqs"))
     if unreported:
         return verdict(check, obs, FAIL, f"{not_reported(unreported)} (each of the {len(steps)} steps is charged against "
-                  f"the engine's own budget)", unreported)
+                       f"the engine's own budget)", unreported)
     budgets = [("its own budget", obs.get("budget") or {})]
     if vllm is not None and vllm.get("status") == "ok" and vllm.get("budget"):
         budgets.append((f"vLLM's budget [{source}]", vllm["budget"]))
@@ -67,15 +67,15 @@ def trace_equals_vllm(given: CheckInput) -> Verdict:
     me = obs["engine"]["name"]
     if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
         return verdict(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} (status compared by "
-                  f"budget.parity_with_vllm) [{source}]")
+                       f"budget.parity_with_vllm) [{source}]")
     if obs["status"] != "ok" or not obs.get("trace"):
         return verdict(check, obs, FAIL, f"{me} has no trace where vLLM schedules {len((vllm.get('trace') or {}).get('steps', []))}"
-                  f" steps: {obs['status']} {obs.get('message') or '(trace is null)'} [{source}]")
+                       f" steps: {obs['status']} {obs.get('message') or '(trace is null)'} [{source}]")
     pools = own_pools(obs, vllm, case_spec)
     if pools is not None and pools[0] != pools[1]:
         return verdict(check, obs, SKIP, f"pools differ on a gpu_memory_utilization case: {me} {human_bytes(pools[0])}, vLLM "
-                  f"{human_bytes(pools[1])} (each engine's reserves beside the pool are its own), so their schedules "
-                  f"need not agree; traces are compared on the same bytes (kv_cache_bytes cases) [{source}]")
+                       f"{human_bytes(pools[1])} (each engine's reserves beside the pool are its own), so their schedules "
+                       f"need not agree; traces are compared on the same bytes (kv_cache_bytes cases) [{source}]")
     mine = [{f: s[f] for f in STEP_FIELDS} for s in obs["trace"]["steps"]]
     theirs = [{f: s[f] for f in STEP_FIELDS} for s in (vllm.get("trace") or {}).get("steps", [])]
     first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), None)
@@ -95,22 +95,22 @@ def trace_equals_vllm(given: CheckInput) -> Verdict:
     if documented:
         if documented["expected"] not in TRACE_DIFFERENCES:
             return verdict(check, obs, FAIL, f"unknown documented trace difference {documented['expected']!r} "
-                      f"(known: {', '.join(TRACE_DIFFERENCES)})")
+                           f"(known: {', '.join(TRACE_DIFFERENCES)})")
         preempt = next((i for i, s in enumerate(theirs) if s["num_preempted"] > 0), None)
         if preempt is None:
             return verdict(check, obs, FAIL, f"documented difference {documented['expected']} but vLLM never preempts "
-                      f"[{source}]")
+                           f"[{source}]")
         if first is not None and first <= preempt:
             return verdict(check, obs, FAIL, f"traces differ at step {first}, before vLLM's first preemption at step "
-                      f"{preempt} [{source}]", at(first))
+                           f"{preempt} [{source}]", at(first))
         if first is None:
             return verdict(check, obs, FAIL, f"the case documents a trace difference after vLLM's preemption that no "
-                      f"longer exists: the traces are equal [{source}]")
+                           f"longer exists: the traces are equal [{source}]")
         return verdict(check, obs, PASS, f"equal through vLLM's first preemption (step {preempt}), then differ from step "
-                  f"{first} as documented: {documented['reason']} [{source}]")
+                       f"{first} as documented: {documented['reason']} [{source}]")
     if first is not None:
         return verdict(check, obs, FAIL, f"trace differs from {engine_label(vllm)} first at step {first} of {len(theirs)} "
-                  f"({len(mine)} steps in {me}'s) [{source}]", at(first))
+                       f"({len(mine)} steps in {me}'s) [{source}]", at(first))
     return verdict(check, obs, PASS, f"{len(mine)} steps equal vLLM's [{source}]")
 
 
