@@ -129,19 +129,32 @@ def ledger_holds_seats(given: CheckInput) -> Verdict:
     return verdict(check, obs, PASS, f"{seats} seats x {per_seq} B = {need} B within the {held} B the ledger holds")
 
 
+def _not_comparable(check: str, given: CheckInput, vllm_does: str) -> Verdict | None:
+    """The verdict of a comparison with vLLM's memory plan that cannot compare: skipped where vLLM does
+    not plan the case or the case documents a status difference from it (the status is judged by
+    budget.parity_with_vllm), failed where vLLM plans (`vllm_does`: `plans`, `seats 36.0`) and the engine
+    does not. None where both plan."""
+    obs, vllm, source = given.obs, given.other, given.source
+    me = obs["engine"]["name"]
+    if vllm["status"] != "ok" or documents_status_difference(given.case_spec, "vllm", me):
+        return verdict(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
+    if obs["status"] != "ok":
+        return verdict(check, obs, FAIL, f"{me} {obs['status']} where vLLM {vllm_does}: {obs.get('message')} [{source}]")
+    return None
+
+
 def per_sequence_equals_vllm(given: CheckInput) -> Verdict:
     """A full-length sequence costs what it costs in vLLM: `memory.per_sequence` attention KV,
     recurrent state and draft KV bytes and state slots equal vLLM's, exactly. A failure says whether
     the difference is one of accounting (a store vLLM counts that the engine leaves out of its ledger
     or keeps outside the bound) or of layout (block size, Mamba page padding, KV-cache group padding,
     each with vLLM's figure and deciding function from vLLM's document): `memory_facts.pool_differences`."""
-    obs, vllm, case_spec, source = given.obs, given.other, given.case_spec, given.source
+    obs, vllm, source = given.obs, given.other, given.source
     check = "memory.per_sequence_equals_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
-        return verdict(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
-    if obs["status"] != "ok":
-        return verdict(check, obs, FAIL, f"{me} {obs['status']} where vLLM plans: {obs.get('message')} [{source}]")
+    not_comparable = _not_comparable(check, given, "plans")
+    if not_comparable:
+        return not_comparable
     mine, theirs = obs["memory"].get("per_sequence") or {}, vllm["memory"].get("per_sequence") or {}
     problems = []
     for f in PER_SEQUENCE_FIELDS:
@@ -197,11 +210,9 @@ def seats_equal_vllm(given: CheckInput) -> Verdict:
     obs, vllm, case_spec, source = given.obs, given.other, given.case_spec, given.source
     check = "memory.seats_equal_vllm"
     me = obs["engine"]["name"]
-    if vllm["status"] != "ok" or documents_status_difference(case_spec, "vllm", me):
-        return verdict(check, obs, SKIP, f"vLLM {vllm['status']}: {vllm.get('message')} [{source}]")
-    if obs["status"] != "ok":
-        return verdict(check, obs, FAIL, f"{me} {obs['status']} where vLLM seats {vllm['memory']['max_concurrency']}: "
-                       f"{obs.get('message')} [{source}]")
+    not_comparable = _not_comparable(check, given, f"seats {(vllm.get('memory') or {}).get('max_concurrency')}")
+    if not_comparable:
+        return not_comparable
     mine, theirs = obs["memory"].get("max_concurrency"), vllm["memory"].get("max_concurrency")
     documented = intended(case_spec, "vllm", "memory.max_concurrency", me)
     if documented:
