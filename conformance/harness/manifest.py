@@ -168,17 +168,6 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
                     running_requests_metric=m.get("running_requests"))
 
 
-def _acceptance_values(case: dict[str, Any]) -> tuple[float | None, list[float] | None]:
-    acc = case["acceptance"]
-    if acc["mode"] == "fixed":
-        return float(acc["accepted_tokens"]) + 1.0, None
-    if acc["mode"] == "synthetic":
-        if "acceptance_rates" in acc:
-            return None, [float(r) for r in acc["acceptance_rates"]]
-        return float(acc["mean_acceptance_length"]), None
-    return None, None
-
-
 def _device() -> str:
     try:
         import torch
@@ -192,7 +181,8 @@ def case_values(case: dict[str, Any], port: int, overrides: Mapping[str, Any] | 
                 mapping_module: str | None = None) -> dict[str, Any]:
     """Placeholder values for a case (`Case.to_json()`); `overrides` (--set) win over the case."""
     sched, mem, cache, spec = case["scheduler"], case["memory"], case["cache"], case["speculative"]
-    length, rates = _acceptance_values(case)
+    served = speculative_config(case, served=True, vllm_names=False)   # the acceptance as a server is given it
+    length, rates = served.get("synthetic_acceptance_length"), served.get("synthetic_acceptance_rates")
     k = int(spec["num_speculative_tokens"])
     values: dict[str, Any] = {
         "python": sys.executable, "repo_root": str(paths.REPO_ROOT), "host": "127.0.0.1", "port": port,
@@ -205,7 +195,7 @@ def case_values(case: dict[str, Any], port: int, overrides: Mapping[str, Any] | 
         "prefix_caching": bool(cache["prefix_caching"]) or None, "ssm_dtype": cache["ssm_dtype"],
         "kv_cache_dtype": cache.get("kv_cache_dtype", "bfloat16"), "seed": case["workload"]["seed"],
         "mean_acceptance_length": length, "acceptance_rates_json": json.dumps(rates) if rates else None,
-        "speculative_config": json.dumps(speculative_config(case, served=True, vllm_names=False), sort_keys=True),
+        "speculative_config": json.dumps(served, sort_keys=True),
         "device": _device(),
     }
     if mapping_module:
