@@ -1,5 +1,10 @@
 """The one check table: which check judges which role of engine on which cases, against which oracle.
 
+The rows are the suites' (`conformance.checks`: one module per suite, each holding its check functions
+and their rows); here they are assembled into `CHECKS` (plan mode) and `LIVE_CHECKS` (run mode), and
+each check is given its one input (`checks.row.CheckInput`). README.md's check table and the tables of
+suites/*/README.md are generated from these rows (`conformance docs`).
+
 `pytest suites/` is generated from `CHECKS` (conformance.suite) and `conformance run` judges with
 `judge_run`, both through `evaluate`, so the two cannot disagree. A check that raises on what an
 engine reported is that check's failing verdict, naming the check and the error (cause
@@ -10,152 +15,33 @@ an engine by its own name.
 The oracle's document for a case is its goldens of every suite merged (header, budget, memory,
 trace); with no golden, the oracle's live observation of this run or session (only an engine of
 role oracle: an engine under test is never an oracle's document, whatever its name), said so in
-the verdict's source; with neither, a check that needs it fails with the reason.
-
-    check                                judges       against  cases                 reads
-    <suite>.golden (budget/memory/trace) both roles   -        every                 the suite's section
-    budget.parity_with_vllm              under-test   vllm     every                 status, budget.*
-    budget.active_seqs_not_below_sglang  under-test   sglang   every                 budget.max_num_seqs, memory.max_concurrency
-    memory.inside_bound                  under-test   -        every                 memory.outside_bound, ledger_bytes, bound_bytes
-    memory.ledger_holds_seats            under-test   -        every                 memory.per_sequence, max_concurrency, ledger_bytes
-    memory.per_sequence_equals_vllm      under-test   vllm     every                 memory.per_sequence
-    memory.seats_equal_vllm              under-test   vllm     every                 memory.max_concurrency
-    memory.unified_pool_seats            under-test   vllm     seed-unified-pool-c32-k8  memory.outside_bound, ledger_bytes, bound_bytes, per_sequence, max_concurrency
-    memory.explains_short_seats          under-test   -        every                 message, memory.max_concurrency
-    memory.draft_kv_scaling              both roles   -        seed-draft-kv-c8 (+c32)   memory.per_sequence, outside_bound
-    trace.steps_within_budget            under-test   vllm     every                 trace.steps, budget
-    trace.equals_vllm                    under-test   vllm     every                 trace.steps
-
-Live rows (`LIVE_CHECKS`, judged on run observations: suites/live/README.md), the oracle's document being
-its run observation of the same run, else its live golden:
-
-    live.golden                          both roles   -        live cases            throughput.rungs, .plan, .live
-    live.acceptance_equals_vllm          under-test   vllm     live cases            rungs[*].mean_acceptance_length, accepted_per_pos
-    live.throughput_parity_vllm          under-test   vllm     live cases            rungs[*].*_repeats (intervals)
-    live.plan_matches_run                under-test   -        live cases            throughput.plan, plan_expected
-    live.device_memory_within_bound      both roles   vllm     live cases            throughput.live.by_phase, cuda_total_bytes
-    live.concurrency_served              both roles   -        live cases            throughput.live.by_phase[top].max_running_requests
-    live.running_not_below_sglang        under-test   sglang   live cases            throughput.live.by_phase[*].max_running_requests
-    live.device_memory_within_sglang_bound under-test sglang   live cases            throughput.live.by_phase, cuda_total_bytes
-    live.oracles_agree                   oracle       vllm     live cases            rungs[*].*_repeats, mean_acceptance_length
+the verdict's source; with neither, a check that needs it fails with the reason. Live rows are judged
+on run observations (suites/live/README.md), the oracle's document being its run observation of the
+same run, else its live golden.
 """
 
 from __future__ import annotations
 
-import fnmatch
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
-from conformance import verdicts as v
-from conformance.live import checks as lc
+from conformance.checks import budget, live as live_rows, memory, trace
+from conformance.checks.golden import golden_verdict
+from conformance.checks.live import SAME_RUN
+from conformance.checks.row import BOTH, ORACLE, UNDER_TEST, CheckInput, CheckSpec
 from conformance.golden_doc import GoldenFormatError, GoldenMissingError
 from conformance.verdicts import FAIL, MISSING_GOLDEN, SKIP, SUITE_SECTIONS, Verdict
 
+__all__ = ["BOTH", "CHECKS", "CHECK_RAISED", "LIVE_CHECKS", "ORACLE", "SAME_RUN", "UNDER_TEST", "CheckInput",
+           "CheckSpec", "GoldenLookup", "LiveLookup", "checks_of", "evaluate", "evaluate_golden", "judge_live",
+           "judge_run", "memoized", "oracle_document", "oracle_live_document"]
+
 UNREADABLE_GOLDEN = "unreadable-golden"
 
-ORACLE, UNDER_TEST = "oracle", "under-test"
-BOTH = (ORACLE, UNDER_TEST)
-
-
-@dataclass(frozen=True)
-class CheckInput:
-    obs: dict[str, Any]
-    case_spec: dict[str, Any]
-    other: dict[str, Any] | None = None      # the oracle's document (golden or live), None if none
-    source: str = ""                         # where `other` came from
-    partner: dict[str, Any] | None = None    # the same engine's observation of the partner case
-    is_oracle: bool = False                  # the judged engine's role is oracle
-
-
-@dataclass(frozen=True)
-class CheckSpec:
-    name: str
-    suite: str
-    judges: tuple[str, ...]                  # roles this check judges
-    run: Callable[[CheckInput], Verdict]
-    against: str | None = None               # the oracle whose document it compares with
-    needs_against: bool = True               # False: runs with other=None when the oracle has no document
-    case_globs: tuple[str, ...] = ("*",)
-    partner: str | None = None               # a second case of the same engine (a cross-case check)
-    golden: bool = False                     # the suite's own-golden check (run through syrupy in pytest)
-    reads: tuple[str, ...] = ()              # the observation fields it reads (docs/observation.md)
-
-    def applies(self, role: str, case_id: str) -> bool:
-        return role in self.judges and any(fnmatch.fnmatchcase(case_id, g) for g in self.case_globs)
-
-
-def _golden_check(suite: str) -> CheckSpec:
-    def run(_: CheckInput) -> Verdict:  # evaluated by evaluate_golden (it needs the engine's own golden)
-        raise AssertionError("golden checks are evaluated by evaluate_golden")
-    return CheckSpec(f"{suite}.golden", suite, BOTH, run, golden=True,
-                     reads=("status", "message", "provenance") + SUITE_SECTIONS[suite])
-
-
-CHECKS: tuple[CheckSpec, ...] = (
-    _golden_check("budget"),
-    CheckSpec("budget.parity_with_vllm", "budget", (UNDER_TEST,),
-              lambda i: v.budget_parity_with_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
-              reads=("status", "budget.max_num_batched_tokens", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.lookahead_tokens", "budget.max_num_seqs", "budget.max_active_seqs")),
-    CheckSpec("budget.active_seqs_not_below_sglang", "budget", (UNDER_TEST,),
-              lambda i: v.active_seqs_not_below_sglang(i.obs, i.other, i.case_spec, i.source), against="sglang",
-              reads=("budget.max_num_seqs", "memory.max_concurrency", "budget.max_active_seqs")),
-    _golden_check("memory"),
-    CheckSpec("memory.inside_bound", "memory", (UNDER_TEST,), lambda i: v.inside_the_bound(i.obs, i.case_spec),
-              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.draft_kv_bytes")),
-    CheckSpec("memory.ledger_holds_seats", "memory", (UNDER_TEST,), lambda i: v.ledger_holds_seats(i.obs, i.case_spec),
-              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_num_seqs", "memory.ledger_bytes", "memory.outside_bound")),
-    CheckSpec("memory.per_sequence_equals_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.per_sequence_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
-              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.per_sequence.state_slots", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.outside_bound")),
-    CheckSpec("memory.seats_equal_vllm", "memory", (UNDER_TEST,),
-              lambda i: v.seats_equal_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
-              reads=("memory.max_concurrency", "memory.pool.size_bytes", "memory.pool.block_size_tokens", "memory.pool.page_size_bytes", "memory.ledger_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes")),
-    CheckSpec("memory.unified_pool_seats", "memory", (UNDER_TEST,),
-              lambda i: v.unified_pool_seats(i.obs, i.other, i.case_spec, 32, i.source), against="vllm",
-              case_globs=("seed-unified-pool-c32-k8",),
-              reads=("memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.max_concurrency", "budget.max_active_seqs")),
-    CheckSpec("memory.explains_short_seats", "memory", (UNDER_TEST,), lambda i: v.explains_short_seats(i.obs),
-              reads=("message", "memory.max_concurrency", "budget.max_num_seqs")),
-    CheckSpec("memory.draft_kv_scaling", "memory", BOTH, lambda i: v.draft_kv_scaling(i.obs, i.partner, i.case_spec),
-              case_globs=("seed-draft-kv-c8",), partner="seed-draft-kv-c32",
-              reads=("memory.per_sequence.attention_kv_bytes", "memory.per_sequence.recurrent_state_bytes", "memory.per_sequence.draft_kv_bytes", "memory.outside_bound", "memory.ledger_bytes", "memory.bound_bytes", "budget.max_num_seqs")),
-    _golden_check("trace"),
-    CheckSpec("trace.steps_within_budget", "trace", (UNDER_TEST,),
-              lambda i: v.steps_within_budget(i.obs, i.other, i.source), against="vllm", needs_against=False,
-              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "budget.max_num_scheduled_tokens", "budget.drafting_slots_per_request", "budget.max_active_seqs")),
-    CheckSpec("trace.equals_vllm", "trace", (UNDER_TEST,),
-              lambda i: v.trace_equals_vllm(i.obs, i.other, i.case_spec, i.source), against="vllm",
-              reads=("trace.steps.total_num_scheduled_tokens", "trace.steps.num_scheduled_requests", "trace.steps.num_spec_tokens", "trace.steps.num_preempted", "memory.pool.size_bytes")),
-)
-
+CHECKS: tuple[CheckSpec, ...] = budget.ROWS + memory.ROWS + trace.ROWS
 # Run mode: judged on a live observation (`conformance run --live`, `pytest suites/live -m gpu`,
 # `conformance ladder`), from what was measured outside the engine and against the oracle's live figures
 # (conformance.live.checks): its observation of the same run on the same card, else its live golden.
-LIVE_CHECKS: tuple[CheckSpec, ...] = (
-    CheckSpec(lc.GOLDEN, "live", BOTH, lambda i: lc.live_golden(i.obs, i.other, i.case_spec, False, i.source),
-              golden=True, reads=("throughput.rungs", "throughput.live")),
-    CheckSpec(lc.ACCEPTANCE, "live", (UNDER_TEST,),
-              lambda i: lc.acceptance_equals_oracle(i.obs, i.other, i.case_spec, i.source), against="vllm",
-              reads=("throughput.rungs",)),
-    CheckSpec(lc.THROUGHPUT, "live", (UNDER_TEST,),
-              lambda i: lc.throughput_parity(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
-              against="vllm", reads=("throughput.rungs",)),
-    CheckSpec(lc.PLAN, "live", (UNDER_TEST,), lambda i: lc.plan_matches_run(i.obs, i.case_spec),
-              reads=("throughput.plan", "throughput.plan_expected")),
-    CheckSpec(lc.MEMORY, "live", BOTH, lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, i.is_oracle),
-              against="vllm", needs_against=False, reads=("throughput.live",)),
-    CheckSpec("live.concurrency_served", "live", BOTH, lambda i: v.live_concurrency_served(i.obs, i.case_spec),
-              reads=("throughput.live",)),
-    CheckSpec(lc.RUNNING_SGLANG, "live", (UNDER_TEST,), lambda i: lc.running_not_below_oracle(i.obs, i.other, i.source),
-              against="sglang", reads=("throughput.live",)),
-    CheckSpec(lc.MEMORY_SGLANG, "live", (UNDER_TEST,),
-              lambda i: lc.device_memory(i.obs, i.other, i.case_spec, i.source, False, check=lc.MEMORY_SGLANG),
-              against="sglang", reads=("throughput.live",)),
-    CheckSpec(lc.ORACLES_AGREE, "live", (ORACLE,),
-              lambda i: lc.oracles_agree(i.obs, i.other, i.case_spec, i.source, i.source.startswith(SAME_RUN)),
-              against="vllm", needs_against=False, reads=("throughput.rungs",)),
-)
-SAME_RUN = "measured in this run"
+LIVE_CHECKS: tuple[CheckSpec, ...] = live_rows.ROWS
 
 
 def oracle_live_document(oracle: str, case_id: str, lookup: "GoldenLookup",
@@ -196,7 +82,7 @@ def judge_live(obs: dict[str, Any], case_spec: dict[str, Any], role: str = UNDER
                                        cause=UNREADABLE_GOLDEN))
                     continue
             try:
-                out.append(lc.live_golden(obs, golden, dict(case_spec), role == ORACLE, why))
+                out.append(check.run(CheckInput(obs, dict(case_spec), golden, why, is_oracle=role == ORACLE)))
             except Exception as exc:  # noqa: BLE001 -- the check's failing verdict, never a lost run
                 out.append(_raised(check.name, obs, obs["case_id"], exc))
             continue
@@ -292,7 +178,7 @@ def _evaluate_golden(suite: str, obs: dict[str, Any], is_oracle: bool, lookup: G
                        cause=UNREADABLE_GOLDEN)
     if golden is None and is_oracle:
         why += f": record the oracle's goldens with `pytest suites/{suite} --engines {engine} --snapshot-update`"
-    return v.golden_verdict(suite, obs, golden, why if golden is not None else "", is_oracle, missing_reason=why)
+    return golden_verdict(suite, obs, golden, why if golden is not None else "", is_oracle, missing_reason=why)
 
 
 def evaluate(check: CheckSpec, obs: dict[str, Any], case_spec: dict[str, Any], lookup: GoldenLookup,

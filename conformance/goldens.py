@@ -36,7 +36,7 @@ from conformance import paths
 from conformance.diff import json_diff
 from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMissingError, dumps, golden_view, portable,  # noqa: F401
                                     read_golden_text)
-from conformance.verdicts import golden_verdict
+from conformance.checks.golden import golden_verdict
 
 class GoldenExtension(JSONSnapshotExtension):
     """syrupy extension: goldens under `<root>/<suite>/`, serialized as sorted JSON; `root` is the

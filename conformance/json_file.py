@@ -5,7 +5,8 @@ Contract: `read_json(path, what, max_bytes)` returns the parsed document, or rai
 JSON file: not a regular file (a FIFO would block forever, a symlink to /dev/zero would read until
 memory runs out), larger than `max_bytes`, not UTF-8, not valid JSON, nested deeper than
 `MAX_DEPTH`, or an integer past Python's digit limit. The size is checked before reading and the
-read itself stops at `max_bytes + 1`. It never raises anything else.
+read itself stops at `max_bytes + 1`. It never raises anything else. `vocab_size(model_dir)` is the
+one reader of a model directory's vocabulary (its config.json, or the `text_config` inside it).
 """
 
 from __future__ import annotations
@@ -53,3 +54,10 @@ def parse_json(text: str, path: Path | str) -> Any:
 def read_json(path: Path | str, what: str = "JSON file", max_bytes: int = MAX_CONFIG_BYTES) -> Any:
     path = Path(path)
     return parse_json(read_text_checked(path, what, max_bytes), path)
+
+
+def vocab_size(model_dir: Path | str) -> int:
+    """The vocabulary size a model directory's config.json gives (a multimodal config's `text_config`);
+    raises `YamlFileError` as `read_json` does, KeyError where the config has none."""
+    cfg = read_json(Path(model_dir) / "config.json", "model config (config.json)")
+    return int(cfg.get("text_config", cfg)["vocab_size"])

@@ -19,7 +19,9 @@ from typing import Any
 
 from conformance import units
 
-STORES = ("attention_kv", "recurrent_state", "draft_kv")
+STORES = ("attention_kv", "recurrent_state", "draft_kv")   # what a sequence needs from the pool
+# Ledger categories a KV-bytes bound does not cover (a gpu_memory_utilization bound covers them).
+NOT_UNDER_KV_BOUND = ("weights", "activations", "workspace", "cuda_context", "cuda_graphs")
 # Methods whose drafter keeps KV of its own per sequence (the false pass was DFlash's).
 DRAFT_KV_METHODS = frozenset({"dflash"})
 OUTSIDE, POOL, UNKNOWN, NONE = "outside", "pool", "unknown", "none"

@@ -2,7 +2,9 @@
 
 Contract: every observation that leaves an adapter or enters the harness passes
 `validate(obs, source)`; failures raise `ObservationError` naming the JSON path.
-Adapters report what happened; verdicts are computed elsewhere (`conformance.diff`).
+Adapters report what happened; verdicts are computed elsewhere (`conformance.checks`).
+`BUDGET_FIELDS` and `STEP_FIELDS` are the budget's and a trace step's fields as the observation
+schema requires them (schemas/observation.schema.json), in its order: the one list of each.
 """
 
 from __future__ import annotations
@@ -10,13 +12,17 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.errors import ConformanceError
-from conformance.schemas import error_lines
+from conformance.schemas import error_lines, load_schema
 
 SCHEMA_VERSION = "1"
 
 # Fields that carry wall-clock time or host facts: excluded from determinism checks and
 # golden comparison by this explicit list (JSON paths, dot-separated).
 VOLATILE_FIELDS: tuple[str, ...] = ("timing",)
+
+_SECTIONS = load_schema("observation")["properties"]
+BUDGET_FIELDS: tuple[str, ...] = tuple(_SECTIONS["budget"]["required"])
+STEP_FIELDS: tuple[str, ...] = tuple(_SECTIONS["trace"]["properties"]["steps"]["items"]["required"])
 
 
 class ObservationError(ConformanceError):

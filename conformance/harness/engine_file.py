@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from conformance.errors import ConformanceError
+from conformance.observation import STEP_FIELDS as TRACE_GROUPS
 from conformance.schemas import error_lines
 from conformance.yaml_file import YamlFileError, read_yaml
 
@@ -69,7 +70,6 @@ MAX_VERSION_BYTES = 1 << 16   # a version command's stdout (the rest is discarde
 BYTE_UNITS = {"B": 1, "byte": 1, "bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
               "KB": 10 ** 3, "MB": 10 ** 6, "GB": 10 ** 9, "TB": 10 ** 12}
 TOKEN_UNITS = {"": 1, "token": 1, "tokens": 1}
-TRACE_GROUPS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
 
 class EngineFileError(ConformanceError):

@@ -34,6 +34,7 @@ from conformance.harness.manifest import Manifest, case_values, render, render_a
 from conformance.harness.bounded_regex import Matcher, clip_lines
 from conformance.harness.capture import CappedOutput, run_capped
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
+from conformance.json_file import vocab_size
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 from conformance.loadgen.client import REQUEST_PROTOCOLS
 
@@ -51,13 +52,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _vocab_size(target_dir: str) -> int:
-    from conformance.json_file import read_json
-
-    cfg = read_json(Path(target_dir) / "config.json", "model config (config.json)")
-    return int(cfg.get("text_config", cfg)["vocab_size"])
 
 
 def _version(m: Manifest, values: Mapping[str, Any], env: dict[str, str], workdir: Path) -> str:
@@ -242,7 +236,7 @@ def run_live(m: Manifest, case: dict[str, Any], settings: LoadgenSettings, overr
     obs["provenance"]["functions"] = [f"{m.engine} server: POST {REQUEST_PROTOCOLS[m.request_protocol][0]} (stream)",
                                       f"{m.engine} server: GET /metrics"]
     log_path = log_dir / f"{m.engine}-{case['id']}.log"
-    workload = Workload.from_case(case, _vocab_size(case["resolved"]["target_dir"]))
+    workload = Workload.from_case(case, vocab_size(case["resolved"]["target_dir"]))
     timing: dict[str, Any] = {"log_file": str(log_path)}
     obs["timing"] = timing
     engine = EngineProcess(argv, env, log_path, m.stop_timeout_s)

@@ -23,6 +23,7 @@ from conformance.errors import ConformanceError
 from conformance.loadgen.client import OPENAI_COMPLETIONS
 from conformance.loadgen.settings import MetricNames
 from conformance.schemas import error_lines
+from conformance.speculative_config import speculative_config
 from conformance.yaml_file import YamlFileError, read_yaml
 
 MANIFESTS_DIR = paths.PACKAGE_DIR / "manifests"
@@ -42,7 +43,8 @@ PLACEHOLDERS = {
     "kv_cache_dtype": "cache.kv_cache_dtype", "seed": "workload.seed",
     "mean_acceptance_length": "synthetic: the mean; fixed n: n + 1 (exact under vLLM's minimum-variance schedule); model: unset",
     "acceptance_rates_json": "synthetic with per-position rates: the JSON list, else unset",
-    "speculative_config": "vLLM's --speculative-config JSON for the case (method, k, draft model, synthetic acceptance)",
+    "speculative_config": "vLLM's --speculative-config JSON for the case (method, k, draft model, synthetic acceptance) "
+                          "with the case's method names (conformance/speculative_config.py)",
     "device": "cuda when torch sees one, else cpu",
 }
 
@@ -169,31 +171,6 @@ def manifest_from_doc(doc: Any, path: Path) -> Manifest:
                     request_protocol=doc.get("request_protocol", OPENAI_COMPLETIONS))
 
 
-def _acceptance_values(case: dict[str, Any]) -> tuple[float | None, list[float] | None]:
-    acc = case["acceptance"]
-    if acc["mode"] == "fixed":
-        return float(acc["accepted_tokens"]) + 1.0, None
-    if acc["mode"] == "synthetic":
-        if "acceptance_rates" in acc:
-            return None, [float(r) for r in acc["acceptance_rates"]]
-        return float(acc["mean_acceptance_length"]), None
-    return None, None
-
-
-def vllm_speculative_config(case: dict[str, Any]) -> dict[str, Any]:
-    """vLLM 0.33's --speculative-config for a case (the reference server takes the same JSON)."""
-    spec = case["speculative"]
-    doc: dict[str, Any] = {"method": spec["method"], "num_speculative_tokens": int(spec["num_speculative_tokens"])}
-    if case["resolved"].get("draft_dir"):
-        doc["model"] = case["resolved"]["draft_dir"]
-    length, rates = _acceptance_values(case)
-    if length is not None or rates is not None:
-        doc["rejection_sample_method"] = "synthetic"
-        doc["synthetic_acceptance_length" if length is not None else "synthetic_acceptance_rates"] = (
-            length if length is not None else rates)
-    return doc
-
-
 def _device() -> str:
     try:
         import torch
@@ -207,7 +184,8 @@ def case_values(case: dict[str, Any], port: int, overrides: Mapping[str, Any] | 
                 mapping_module: str | None = None) -> dict[str, Any]:
     """Placeholder values for a case (`Case.to_json()`); `overrides` (--set) win over the case."""
     sched, mem, cache, spec = case["scheduler"], case["memory"], case["cache"], case["speculative"]
-    length, rates = _acceptance_values(case)
+    served = speculative_config(case, served=True, vllm_names=False)   # the acceptance as a server is given it
+    length, rates = served.get("synthetic_acceptance_length"), served.get("synthetic_acceptance_rates")
     k = int(spec["num_speculative_tokens"])
     values: dict[str, Any] = {
         "python": sys.executable, "repo_root": str(paths.REPO_ROOT), "host": "127.0.0.1", "port": port,
@@ -220,7 +198,7 @@ def case_values(case: dict[str, Any], port: int, overrides: Mapping[str, Any] | 
         "prefix_caching": bool(cache["prefix_caching"]) or None, "ssm_dtype": cache["ssm_dtype"],
         "kv_cache_dtype": cache.get("kv_cache_dtype", "bfloat16"), "seed": case["workload"]["seed"],
         "mean_acceptance_length": length, "acceptance_rates_json": json.dumps(rates) if rates else None,
-        "speculative_config": json.dumps(vllm_speculative_config(case), sort_keys=True),
+        "speculative_config": json.dumps(served, sort_keys=True),
         "device": _device(),
     }
     if mapping_module:

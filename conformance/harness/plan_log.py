@@ -21,10 +21,7 @@ from typing import Any
 
 from conformance import observation
 from conformance.harness.bounded_regex import Matcher, clip_lines
-from conformance.harness.engine_file import BYTE_UNITS, TOKEN_UNITS, TRACE_GROUPS, FieldRule, LogPlan
-
-BUDGET_KEYS = ("max_num_batched_tokens", "max_num_scheduled_tokens", "drafting_slots_per_request",
-               "lookahead_tokens", "max_num_seqs", "max_active_seqs")
+from conformance.harness.engine_file import BYTE_UNITS, TOKEN_UNITS, FieldRule, LogPlan
 
 
 def _skeleton_memory() -> dict[str, Any]:
@@ -113,7 +110,7 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
     matcher = matcher or Matcher()
     text, clipped = clip_lines(text)
     obs = observation.new(case["id"], engine, version, "plan", case["device"])
-    obs["budget"] = {k: None for k in BUDGET_KEYS}
+    obs["budget"] = {k: None for k in observation.BUDGET_FIELDS}
     obs["memory"] = _skeleton_memory()
     unparsed: list[str] = []
     for dotted, rule in plan.fields.items():
@@ -138,7 +135,7 @@ def build_observation(plan: LogPlan, text: str, case: dict[str, Any], engine: st
             if value not in target:
                 target.append(value)
     if plan.trace_step:
-        steps = [{g: int(m.group(g).replace(",", "")) for g in TRACE_GROUPS}
+        steps = [{g: int(m.group(g).replace(",", "")) for g in observation.STEP_FIELDS}
                  for m in (matcher.search(plan.trace_step, line, "plan.log.trace_step") for line in lines) if m]
         obs["trace"] = {"steps": steps} if steps else None
     obs["provenance"]["glue"] = [{

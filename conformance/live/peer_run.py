@@ -16,12 +16,8 @@ from typing import Any, Mapping
 
 from conformance import observation
 from conformance.cases import Case
+from conformance.json_file import vocab_size
 from conformance.live.spec import live_spec
-
-
-def _vocab_size(config_dir: Path) -> int:
-    cfg = json.loads((config_dir / "config.json").read_text())
-    return int(cfg.get("text_config", cfg)["vocab_size"])
 
 
 def _write(path: Path, doc: Any) -> None:
@@ -36,7 +32,7 @@ def run_peer(case: Case, served: Mapping[str, dict[str, Any]], out_dir: Path) ->
     spec, settings = live_spec(case.spec), peer_settings(case.spec)
     if spec is None:
         raise ValueError(f"case {case.id} has no `live:` section: it has no peer")
-    w = Workload.from_case(case.spec, _vocab_size(case.target_dir))
+    w = Workload.from_case(case.spec, vocab_size(case.target_dir))
     workload = Workload(w.num_requests, w.prompt_tokens, settings.output_tokens, w.seed, w.vocab_size)
     peer = hf_ladder(case.id, case.spec["device"], str(case.target_dir), workload, settings.concurrencies,
                      spec.device, settings.max_total_s,

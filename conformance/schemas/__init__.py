@@ -26,8 +26,15 @@ SCHEMAS_DIR = Path(__file__).resolve().parent
 
 @lru_cache(maxsize=None)
 def load_schema(name: str) -> dict:
-    """`name` is 'case', 'observation', 'engine', 'manifest', 'shape' or 'expectations'. Pure function of the shipped file (cached)."""
-    return json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
+    """`name` is 'case', 'observation', 'engine', 'manifest', 'shape' or 'expectations'. Pure function of the
+    shipped file (cached), with the case's `device` enum filled from the device profiles
+    (`conformance.devices.PROFILES`): the names are written once, there."""
+    schema = json.loads((SCHEMAS_DIR / f"{name}.schema.json").read_text())
+    if name == "case":
+        from conformance.devices import PROFILES
+
+        schema["properties"]["device"]["enum"] = list(PROFILES)
+    return schema
 
 
 USER_DOCUMENTS = frozenset({"case", "engine", "manifest", "shape", "expectations"})

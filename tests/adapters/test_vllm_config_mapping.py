@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-from conformance.adapters.vllm.config import case_mapping, engine_args_kwargs, speculative_knobs
+from conformance.adapters.vllm.config import case_mapping, engine_args_kwargs
 from conformance.cases import find_case
+from conformance.speculative_config import speculative_config
 
 
 def test_parallel_variants_map_to_parallel_drafting():
     pard = find_case("drafting-table-pard").to_json()
     peagle = find_case("drafting-table-p-eagle").to_json()
-    assert speculative_knobs(pard) == {"method": "draft_model", "num_speculative_tokens": 8,
-                                       "parallel_drafting": True, "model": pard["resolved"]["draft_dir"]}
-    assert speculative_knobs(peagle)["method"] == "eagle3" and speculative_knobs(peagle)["parallel_drafting"]
+    assert speculative_config(pard) == {"method": "draft_model", "num_speculative_tokens": 8,
+                                        "parallel_drafting": True, "model": pard["resolved"]["draft_dir"]}
+    assert speculative_config(peagle)["method"] == "eagle3" and speculative_config(peagle)["parallel_drafting"]
 
 
 def test_mtp_and_ngram_have_no_draft_model():
-    mtp = speculative_knobs(find_case("drafting-table-mtp").to_json())
-    ngram = speculative_knobs(find_case("drafting-table-ngram").to_json())
+    mtp = speculative_config(find_case("drafting-table-mtp").to_json())
+    ngram = speculative_config(find_case("drafting-table-ngram").to_json())
     assert "model" not in mtp and "model" not in ngram
     assert ngram["prompt_lookup_max"] == 4 and ngram["prompt_lookup_min"] == 2
 
@@ -35,5 +36,5 @@ def test_every_case_field_is_mapped():
 def test_synthetic_acceptance_maps_to_vllms_synthetic_sampler():
     case = find_case("tiny-dflash-c4-k8").to_json()
     case["acceptance"] = {"mode": "synthetic", "mean_acceptance_length": 3.5}
-    knobs = speculative_knobs(case)
+    knobs = speculative_config(case)
     assert knobs["rejection_sample_method"] == "synthetic" and knobs["synthetic_acceptance_length"] == 3.5

@@ -10,7 +10,8 @@ from conformance.cases import find_case
 from conformance.check_table import CHECKS, evaluate, oracle_document
 from conformance.goldens import find_golden
 from conformance.harness.engine_file import load_engine_file
-from conformance.verdicts import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
+from conformance.checks.memory import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
+from conformance.checks.row import CheckInput
 from conformance import paths
 
 
@@ -53,7 +54,7 @@ def test_sixteen_token_pages_fail_as_a_layout_difference_named_with_vllms_figure
     block = vllm["memory"]["pool"]["block_size_tokens"]
     padded = next(o["value"][-1] for o in vllm["provenance"]["overrides"] if "mamba_page_size_padded" in o["name"])
     align = next(f for f in vllm["provenance"]["functions"] if f.endswith("_align_hybrid_block_size"))
-    for v in (seats_equal_vllm(port, vllm, spec, "s"), per_sequence_equals_vllm(port, vllm, spec, "s")):
+    for v in (seats_equal_vllm(CheckInput(port, spec, vllm, "s")), per_sequence_equals_vllm(CheckInput(port, spec, vllm, "s"))):
         text = v.message + "\n".join(v.details)
         assert v.failed and "layout difference" in text, v
         assert "not counted" not in v.message and "accounting" not in text, v
@@ -68,7 +69,7 @@ def test_a_store_left_out_of_the_ledger_fails_as_an_accounting_difference():
     port["memory"]["ledger_bytes"]["draft_kv"] = None
     port["memory"]["per_sequence"]["draft_kv_bytes"] = 0
     port["memory"]["max_concurrency"] = vllm["memory"]["max_concurrency"] * 1.1
-    v = seats_equal_vllm(port, vllm, spec, "s")
+    v = seats_equal_vllm(CheckInput(port, spec, vllm, "s"))
     assert v.failed and "accounting difference" in v.message and "draft_kv" in v.message, v
     from conformance.memory_facts import pool_differences
 
@@ -139,7 +140,7 @@ def test_a_plan_that_itemizes_its_pool_with_the_draft_kv_places_it():
     vllm = oracle("vllm", "seed-draft-kv-c8")
     spec = find_case("seed-draft-kv-c8").spec
     assert draft_kv_location(vllm, spec)[0] == "pool"
-    assert inside_the_bound(as_port(vllm), spec).outcome == "pass"
+    assert inside_the_bound(CheckInput(as_port(vllm), spec)).outcome == "pass"
     hidden = as_port(vllm)
     hidden["memory"]["ledger_bytes"]["attention_kv"] = None
     assert draft_kv_location(hidden, spec)[0] == "unknown"

@@ -16,11 +16,11 @@ from __future__ import annotations
 import pytest
 
 from conformance.cases import load_all, select
+from conformance.observation import STEP_FIELDS
 from engine_under_test.drafting import drafting_budget
 
 pytestmark = pytest.mark.oracle
 
-STEP_FIELDS = ("total_num_scheduled_tokens", "num_scheduled_requests", "num_spec_tokens", "num_preempted")
 
 # case id -> why the engine differs. The engine has no prefix cache: in align mode vLLM keeps a
 # preempted request's prompt blocks (attention blocks and the mamba state at the last block

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from conformance.harness.engine_file import parse_engine_file
 from conformance.harness.plan_log import build_observation
-from conformance.verdicts import explains_short_seats
+from conformance.checks.memory import explains_short_seats
+from conformance.checks.row import CheckInput
 
 CASE = {"id": "c", "device": "h200"}
 
@@ -23,7 +24,7 @@ def test_plan_log_message_reaches_the_observation_and_explains_short_seats():
             "note: the pool seats 18 full-length sequences of 8192 tokens in 40 GiB\n")
     obs = build_observation(plan, text, CASE, "p", "1")
     assert obs["message"] == "the pool seats 18 full-length sequences of 8192 tokens in 40 GiB"
-    v = explains_short_seats(obs)
+    v = explains_short_seats(CheckInput(obs, {}))
     assert v.outcome == "pass", v
 
 

@@ -11,7 +11,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conformance import verdicts as v
+from conformance.checks import memory as memory_checks
+from conformance.checks.row import CheckInput
+from conformance.checks.trace import steps_within_budget
 from conformance.cases import find_case
 
 from ._cli import cli
@@ -39,8 +41,8 @@ def _null_ledger(obs: dict) -> dict:
 
 def test_a_null_ledger_fails_inside_bound_and_ledger_holds_seats_naming_the_fields(obs, spec):
     bad = _null_ledger(obs)
-    for check in (v.inside_the_bound, v.ledger_holds_seats):
-        verdict = check(bad, spec)
+    for check in (memory_checks.inside_the_bound, memory_checks.ledger_holds_seats):
+        verdict = check(CheckInput(bad, spec))
         assert verdict.outcome == "fail", verdict
         assert all(f"memory.ledger_bytes.{c}" in verdict.message for c in POOL), verdict.message
         assert "did not report" in verdict.message
@@ -50,7 +52,7 @@ def test_null_per_sequence_bytes_fail_ledger_holds_seats(obs, spec):
     bad = copy.deepcopy(obs)
     bad["memory"]["per_sequence"].update(attention_kv_bytes=None, recurrent_state_bytes=None, draft_kv_bytes=None)
     bad["memory"]["ledger_bytes"].update({c: 0 for c in POOL})
-    verdict = v.ledger_holds_seats(bad, spec)
+    verdict = memory_checks.ledger_holds_seats(CheckInput(bad, spec))
     assert verdict.outcome == "fail" and "memory.per_sequence.draft_kv_bytes" in verdict.message, verdict
 
 
@@ -58,7 +60,7 @@ def test_a_null_budget_fails_steps_within_budget_with_a_100000_token_step(obs):
     bad = copy.deepcopy(obs)
     bad["budget"] = {k: None for k in bad["budget"]}
     bad["trace"]["steps"][0]["total_num_scheduled_tokens"] = 100_000
-    verdict = v.steps_within_budget(bad, None, "")   # no vLLM document: only the engine's own budget
+    verdict = steps_within_budget(CheckInput(bad, {}, None, ""))   # no vLLM document: only the engine's own budget
     assert verdict.outcome == "fail", verdict
     assert "budget.max_num_scheduled_tokens" in verdict.message and "budget.max_active_seqs" in verdict.message
 
@@ -66,17 +68,17 @@ def test_a_null_budget_fails_steps_within_budget_with_a_100000_token_step(obs):
 def test_null_seat_figures_fail_explains_short_seats(obs):
     bad = copy.deepcopy(obs)
     bad["memory"]["max_concurrency"] = None
-    verdict = v.explains_short_seats(bad)
+    verdict = memory_checks.explains_short_seats(CheckInput(bad, {}))
     assert verdict.outcome == "fail" and "memory.max_concurrency" in verdict.message, verdict
 
 
 def test_null_per_sequence_fails_draft_kv_scaling():
     small, large = reference_observation("seed-draft-kv-c8"), reference_observation("seed-draft-kv-c32")
     small_spec = find_case("seed-draft-kv-c8").spec
-    assert v.draft_kv_scaling(small, large, small_spec).outcome == "pass"
+    assert memory_checks.draft_kv_scaling(CheckInput(small, small_spec, partner=large)).outcome == "pass"
     for o in (small, large):
         o["memory"]["per_sequence"]["attention_kv_bytes"] = None
-    verdict = v.draft_kv_scaling(small, large, small_spec)
+    verdict = memory_checks.draft_kv_scaling(CheckInput(small, small_spec, partner=large))
     assert verdict.outcome == "fail" and "memory.per_sequence.attention_kv_bytes" in verdict.message, verdict
 
 

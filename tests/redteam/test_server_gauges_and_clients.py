@@ -20,6 +20,8 @@ import httpx
 import pytest
 
 from conformance import paths, verdicts
+from conformance.checks.live import live_concurrency_served
+from conformance.checks.row import CheckInput
 from conformance.harness.live_sampler import LiveSampler
 from engine_under_test.serve import request
 from tests.serve.test_server import _argv, _start
@@ -86,7 +88,7 @@ def test_running_gauge_counts_scheduled_requests_only_and_waiting_is_exported(se
     assert max(waiting_seen) >= 1, f"vllm:num_requests_waiting never showed the queued requests: {waiting_seen}"
     obs = {"status": "ok", "engine": {"name": "reference"}, "case_id": "x",
            "throughput": {"live": dict(summary, top_rung=f"c={concurrency}", mode="closed")}}
-    verdict = verdicts.live_concurrency_served(obs, {"scheduler": {"max_num_seqs": MAX_NUM_SEQS}})
+    verdict = live_concurrency_served(CheckInput(obs, {"scheduler": {"max_num_seqs": MAX_NUM_SEQS}}))
     assert verdict.outcome == verdicts.PASS, verdict.message
 
 

@@ -35,22 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from conformance.devices import DeviceProfile
+from conformance.speculative_config import speculative_config
 
 V2_UNSUPPORTED_PREFIX = "Model Runner V2 does not yet support"
-
-# Case method -> (vLLM speculative method, parallel_drafting). The upstream table
-# (SpeculativeConfig.max_num_new_slots_for_drafting) names P-EAGLE and PARD as the parallel
-# variants of eagle3 and draft_model.
-METHODS: dict[str, tuple[str, bool]] = {
-    "dflash": ("dflash", False),
-    "eagle3": ("eagle3", False),
-    "p-eagle": ("eagle3", True),
-    "dspark": ("dspark", False),
-    "mtp": ("mtp", False),
-    "ngram": ("ngram", False),
-    "draft_model": ("draft_model", False),
-    "pard": ("draft_model", True),
-}
 
 FUNCTIONS = (
     "vllm.engine.arg_utils.EngineArgs.create_engine_config",
@@ -94,30 +81,6 @@ def model_runner_env(built: BuiltConfig) -> contextlib.AbstractContextManager:
     return _env("VLLM_USE_V2_MODEL_RUNNER", built.use_v2_model_runner_env)
 
 
-def speculative_knobs(case: dict[str, Any]) -> dict[str, Any]:
-    spec = case["speculative"]
-    method, parallel = METHODS[spec["method"]]
-    knobs: dict[str, Any] = {"method": method, "num_speculative_tokens": spec["num_speculative_tokens"]}
-    if parallel:
-        knobs["parallel_drafting"] = True
-    draft_dir = case["resolved"].get("draft_dir")
-    if draft_dir:
-        knobs["model"] = draft_dir
-    acc = case["acceptance"]
-    if acc["mode"] == "synthetic":
-        knobs["rejection_sample_method"] = "synthetic"
-        if "mean_acceptance_length" in acc:
-            knobs["synthetic_acceptance_length"] = acc["mean_acceptance_length"]
-        else:
-            knobs["synthetic_acceptance_rates"] = list(acc["acceptance_rates"])
-    if method == "ngram":
-        for case_key, knob in (("ngram_prompt_lookup_max", "prompt_lookup_max"),
-                               ("ngram_prompt_lookup_min", "prompt_lookup_min")):
-            if case_key in spec:
-                knobs[knob] = spec[case_key]
-    return knobs
-
-
 def memory_knobs(case: dict[str, Any]) -> dict[str, Any]:
     """The case's memory bound as vLLM's knob: kv_cache_memory_bytes, or gpu_memory_utilization."""
     mem = case["memory"]
@@ -143,7 +106,7 @@ def engine_args_kwargs(case: dict[str, Any]) -> dict[str, Any]:
         "mamba_ssm_cache_dtype": cache["ssm_dtype"],
         "kv_cache_dtype": KV_CACHE_DTYPES[cache["kv_cache_dtype"]],
         **memory_knobs(case),
-        "speculative_config": speculative_knobs(case),
+        "speculative_config": speculative_config(case),
     }
 
 

@@ -1,7 +1,7 @@
 """`vllm serve` for a case, live (manifest conformance/manifests/vllm.yaml): the mapping module.
 
 Contract: `placeholders(case, values)` returns the vLLM-only values the manifest uses, built from
-the same tables the vLLM plan adapter uses (`vllm_config.speculative_knobs`,
+the same builders the vLLM plan adapter uses (`conformance.speculative_config`,
 `vllm_config.KV_CACHE_DTYPES`), so a live run and a plan of one case get the same knobs. It
 imports no vLLM: the argv is built in the framework's environment and run where vLLM and a GPU
 are. Acceptance: synthetic maps to `rejection_sample_method: synthetic` with vLLM 0.33's
@@ -19,26 +19,18 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from conformance.adapters.vllm.config import KV_CACHE_DTYPES, speculative_knobs
+from conformance.adapters.vllm.config import KV_CACHE_DTYPES
 from conformance.errors import ConformanceError
+from conformance.speculative_config import speculative_config
 
 EXTRA_PLACEHOLDERS = {
     "vllm": "the `vllm` executable (PATH, else --set vllm=PATH)",
-    "vllm_speculative_config": "--speculative-config JSON from vllm_config.speculative_knobs (+ fixed -> synthetic)",
+    "vllm_speculative_config": "--speculative-config JSON from conformance.speculative_config (served: fixed -> synthetic)",
     "vllm_kv_cache_dtype": "vllm_config.KV_CACHE_DTYPES[cache.kv_cache_dtype]",
     "load_format": "auto with *.safetensors in the target dir, else dummy",
     "skip_tokenizer_init": "set when the target dir has no tokenizer files",
 }
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")
-
-
-def live_speculative_config(case: dict[str, Any]) -> dict[str, Any]:
-    knobs = speculative_knobs(case)
-    acc = case["acceptance"]
-    if acc["mode"] == "fixed":
-        knobs["rejection_sample_method"] = "synthetic"
-        knobs["synthetic_acceptance_length"] = float(acc["accepted_tokens"]) + 1.0
-    return knobs
 
 
 def placeholders(case: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
@@ -48,7 +40,7 @@ def placeholders(case: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]
         raise ConformanceError("vllm live: no `vllm` executable on PATH; pass --set vllm=/path/to/venv/bin/vllm")
     return {
         "vllm": exe,
-        "vllm_speculative_config": json.dumps(live_speculative_config(case), sort_keys=True),
+        "vllm_speculative_config": json.dumps(speculative_config(case, served=True), sort_keys=True),
         "vllm_kv_cache_dtype": KV_CACHE_DTYPES[case["cache"].get("kv_cache_dtype", "bfloat16")],
         "load_format": "auto" if any(target.glob("*.safetensors")) else "dummy",
         "skip_tokenizer_init": not any((target / f).exists() for f in TOKENIZER_FILES) or None,
