@@ -46,12 +46,10 @@ from typing import Any, Callable, Iterable, Mapping
 from conformance import verdicts as v
 from conformance.live import checks as lc
 from conformance.golden_doc import GoldenFormatError, GoldenMissingError
+from conformance.roles import BOTH, ORACLE, UNDER_TEST
 from conformance.verdicts import FAIL, MISSING_GOLDEN, SKIP, SUITE_SECTIONS, Verdict
 
 UNREADABLE_GOLDEN = "unreadable-golden"
-
-ORACLE, UNDER_TEST = "oracle", "under-test"
-BOTH = (ORACLE, UNDER_TEST)
 
 
 @dataclass(frozen=True)
