@@ -15,7 +15,9 @@ leaves half of one. The run directory is made under `reports_root`, default `rep
 directory (never the framework checkout's unless run from there); engines under test read their own
 goldens from `goldens_dir` when given (oracles' stay the framework's). With `live`, the live cases are
 served (`live.measure`) instead of planned, oracles first. Engines run one after the other, one adapter process per engine for all cases
-(`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`.
+(`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`. Cases, engines,
+environments and judging come from the run session (`job.session`); `finish` judges the run directory and
+stores its verdicts before it renders them.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from conformance.console_text import shown
 from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError, RunDirWriteError
-from conformance.job import rundir
+from conformance.job import rundir, session
 from conformance.job.interrupt import Interrupts
 from conformance.job.summary import print_summary
 from conformance.report.atomic import write_atomic
@@ -81,36 +83,26 @@ def _meta(run_dir: Path, selection: str, cases: Sequence[Case], engines: list[di
 
 def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
     """(state, note) of an engine before planning: planned | skipped | failed."""
-    if not spec.uses_venv:
-        return "planned", ""
-    from conformance.envs import install, oracle_env
-
-    env = oracle_env(spec)
-    if env.state() != "ready":
-        if no_build:
-            return "skipped", f"venv {env.path} is {env.state()} and --no-build was given"
-        say(f"{spec.name}: building its pinned venv ({env.state()})")
     try:
-        install(spec, progress=lambda m: say(m))
+        skipped = session.install_env(spec, say, no_build)
     except OracleEnvError as exc:
         return "failed", f"its environment could not be built: {str(exc).splitlines()[0]}"
-    return "planned", ""
+    return ("skipped", skipped) if skipped else ("planned", "")
 
 
 def run_job(options: RunOptions, console: Console) -> int:
-    from conformance.job.selection import select_cases, select_engines
-
     from conformance.expectations import load_expectations
 
-    cases, selection = select_cases(list(options.case_patterns), options.cases_dir, live=options.live)
+    opened = session.open_session(options.case_patterns, options.engines, options.cases_dir, live=options.live)
+    cases, selection = list(opened.cases), opened.selection
     if options.live and options.live_ladder:
         from conformance.live.spec import with_ladder
 
         cases = [with_ladder(c, options.live_ladder) for c in cases]
         selection += f" on the ladder {','.join(map(str, options.live_ladder))}"
-    specs = select_engines(options.engines)
+    specs = list(opened.engines)
     if options.live:   # oracles first: an engine under test is compared with them as measured in this run
-        specs = sorted(specs, key=lambda s: s.role != "oracle")
+        specs = sorted(specs, key=lambda s: not s.is_oracle)
     expectations = load_expectations(options.expectations)
     goldens_dir = _goldens_dir(options.goldens_dir)
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
@@ -339,10 +331,12 @@ def _goldens_dir(path: Path | None) -> Path | None:
 
 
 def finish(run_dir: Path, console: Console | None = None) -> RunReport:
-    """Judge, render `index.html` and `junit.xml` from the run directory, print the summary. Where
+    """Judge the run directory (its verdicts stored in it: `session.judge_run_dir`), render `index.html`
+    and `junit.xml` from it, print the summary. Where
     rendering raises on what an engine reported, the report of last resort (`report.fallback`) is
     written in its place and the summary says so: the run directory always ends with both files.
     A failed write (`OSError`: a full disk) is raised: nothing else can be written either."""
+    session.judge_run_dir(run_dir)
     report = rundir.load_report(run_dir)
     index = _write_report(report, run_dir / rundir.INDEX_FILE, write_html, fallback_html, console)
     junit = _write_report(report, run_dir / rundir.JUNIT_FILE, write_junit, fallback_junit, console)

@@ -10,8 +10,8 @@ and writes `out_dir` as a run directory of its own:
     run.json            the engines (by name; a state any run reports as failed stays failed), the cases
                         (by id), the expectations, and `merged_from`: each run's id, source, host, device,
                         shard, framework commit and goldens revision
-    index.html, junit.xml   judged once, over all the observations, by the run directory's own judge
-                        (`job.execute.finish` -> `job.rundir.load_report`): the matrix engine x case x
+    verdicts.jsonl, index.html, junit.xml   judged once, over all the observations, as a run is judged
+                        (`job.execute.finish` -> `job.session.judge_run_dir`): the matrix engine x case x
                         device profile of every host
 
 The merged report judges against this checkout's goldens, so their revision is compared too: runs whose
