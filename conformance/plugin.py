@@ -14,7 +14,7 @@ Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --ve
          --expectations FILE (repeatable)   --goldens-dir DIR   --shard I/N
 
 `--shard I/N` keeps the tests of the (engine, case, device) cells of that shard, by the one rule
-`conformance run --shard` uses (`conformance.nightly.shard`); a bad value exits 2 naming it.
+`conformance run --shard` uses (`conformance.job.shard`); a bad value exits 2 naming it.
 
 Expectations: `conformance.plugin_expectations` (registered here).
 """
@@ -80,7 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from conformance.nightly.shard import parse_shard
+    from conformance.job.shard import parse_shard
 
     try:
         config.stash[_SHARD] = parse_shard(config.getoption("--shard"))

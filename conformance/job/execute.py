@@ -27,7 +27,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -39,15 +39,18 @@ from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError, RunDirWriteError
 from conformance.job import rundir, session
+from conformance.job.provenance import run_provenance
+from conformance.job.shard import Shard
 from conformance.job.interrupt import Interrupts
 from conformance.job.summary import print_summary
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
 from conformance.job.exit_status import run_exit_status
-from conformance.nightly.shard import Shard
 from conformance.report.model import RunReport
 from conformance.report.render import write_html
+
+AfterReport = Callable[[Path, RunReport, Console], None]   # (run directory, its report, the console)
 
 
 @dataclass(frozen=True)
@@ -63,9 +66,8 @@ class RunOptions:
     live_ladder: tuple[int, ...] | None = None    # live: concurrencies served instead of each case's ladder
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
-    shard: Shard | None = None               # plan only this shard's cells (conformance.nightly.shard)
-    history: str | None = None               # the results store's URL (default reports_root/history.sqlite)
-    no_history: bool = False                 # append nothing to a results store
+    shard: Shard | None = None               # plan only this shard's cells (conformance.job.shard)
+    after_report: AfterReport | None = None  # then, with the finished run (`conformance run`: its results store)
 
 
 def _stamp() -> str:
@@ -124,8 +126,6 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
-    from conformance.nightly.provenance import run_provenance
-
     judged_with = {"expectations": [e.to_json() for e in expectations],
                    "goldens_dir": str(goldens_dir) if goldens_dir else None,
                    "provenance": run_provenance(goldens_dir, options.shard)}
@@ -177,8 +177,8 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
             rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta(_stamp(), interrupted))
             report = finish(run_dir, console)
             rundir.point_latest(reports_root, run_dir)
-            if not options.no_history:
-                _record_history(run_dir, report, options.history, reports_root, console)
+            if options.after_report is not None:
+                options.after_report(run_dir, report, console)
         except OSError:
             if write_error is not None:   # the first failure is the one to tell
                 raise write_error from None
@@ -193,22 +193,6 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                                   + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
         return 1
     return run_exit_status(report)
-
-
-def _record_history(run_dir: Path, report: RunReport, url: str | None, reports_root: Path, console: Console) -> None:
-    """Append the run to the results store (`nightly.history`). A store that cannot be written is said, naming
-    it, and the run's own verdicts and exit status stand (`conformance history --record DIR` appends it later)."""
-    from conformance.errors import ConformanceError
-    from conformance.nightly.history import record_and_trend
-    from conformance.nightly.history_store import default_url
-
-    url = url or default_url(reports_root)
-    try:
-        record_and_trend(run_dir, report, url, console)
-    except (ConformanceError, OSError, Exception) as exc:  # noqa: BLE001 -- a store's failure must not lose the run
-        console.print(f"[red]history: could not record the run in {shown(url)}: {shown(type(exc).__name__)}: "
-                      f"{shown(str(exc)[:300])}; append it later with `conformance history --history URL --record "
-                      f"{shown(str(run_dir))}`[/]")
 
 
 def _why(exc: OSError) -> str:

@@ -4,7 +4,7 @@ Layout:
     run.json            the run's metadata: id, times, selection, engines (state, note, version), every
                         selected case's spec, the expectations and goldens directory it was judged
                         with (so a re-render judges the cases as they were run), and its `provenance`
-                        (host, device, framework commit, goldens revision, shard: `nightly.provenance`);
+                        (host, device, framework commit, goldens revision, shard: `job.provenance`);
                         a merged run (`conformance merge`) lists its runs' under `merged_from`
     observations.jsonl  one observation per line, appended and flushed as each one arrives
     verdicts.jsonl      the verdicts the run was judged to (`job.session.judge_run_dir`), one per line

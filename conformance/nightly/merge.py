@@ -34,7 +34,7 @@ from conformance.errors import ConformanceError
 from conformance.job import rundir
 from conformance.job.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
-from conformance.nightly.provenance import goldens_revision
+from conformance.job.provenance import goldens_revision
 from conformance.report.model import RunReport
 
 UNKNOWN = "unknown"

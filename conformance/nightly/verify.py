@@ -5,7 +5,7 @@ with every reason, each naming the file, the run, the cell or the check:
 
   1. integrity    every file of manifest.json is there with its sha256, and nothing else is (a tampered
                   or added file is refused)
-  2. goldens      every run was judged against this checkout's goldens revision (`nightly.provenance`);
+  2. goldens      every run was judged against this checkout's goldens revision (`job.provenance`);
                   a package judged against other goldens is refused
   3. re-judged    each run's observations judged again as `conformance report` judges a run
                   (`job.session.judge_observations`) give exactly the verdicts the package holds
@@ -27,7 +27,7 @@ from typing import Any
 from conformance.errors import ConformanceError
 from conformance.job import rundir, session
 from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS, sha256_file
-from conformance.nightly.provenance import goldens_revision
+from conformance.job.provenance import goldens_revision
 
 
 class PackageRefused(ConformanceError):
