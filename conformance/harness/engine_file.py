@@ -44,9 +44,6 @@ from conformance.schemas import error_lines
 from conformance.shipped import reserved_name_problem
 from conformance.yaml_file import YamlFileError, read_yaml
 
-# What the probe needs inside a venv of its own (jsonschema validates in the engine's process);
-# installed at these pins only where the engine did not bring them already.
-PROBE_REQUIREMENTS = ("jsonschema==4.26.0", "pyyaml==6.0.4")
 # Placeholders a plan command (or log dry run) may use besides the case's (harness.manifest.PLACEHOLDERS).
 PLAN_PLACEHOLDERS = {
     "case_file": "the case as JSON (Case.to_json()) in a file",

@@ -31,11 +31,12 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from conformance.cases import Case
 from conformance.check_table import GoldenLookup, judge_run, memoized
-from conformance.envs import install, oracle_env
+from conformance.envs import install
 from conformance.goldens import golden_lookup as role_golden_lookup
 from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import OnObservation, plan_cases
 from conformance.harness.registry import resolve_engines
+from conformance.harness.venv import oracle_env
 from conformance.job import rundir
 from conformance.job.selection import DEFAULT_SELECTION, Selection, select_cases
 from conformance.roles import recorded_roles

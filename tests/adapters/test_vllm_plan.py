@@ -49,7 +49,7 @@ def _refused_cases(tmp_dir):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    from conformance.envs import oracle_env
+    from conformance.harness.venv import oracle_env
 
     if oracle_env(resolve_engine("vllm")).state() != "ready":
         pytest.skip("vLLM oracle venv not built (conformance envs install vllm)")
