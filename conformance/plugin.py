@@ -34,7 +34,7 @@ from conformance.check_table import CHECKS, checks_of
 from conformance.errors import ConformanceError
 from conformance.harness.engine_file import EngineFile
 from conformance.job import session as run_session
-from conformance.job.selection import EVERY_CASE
+from conformance.job.selection import EVERY_CASE, select_cases
 
 _SESSION = pytest.StashKey[run_session.Session]()
 _NEEDED = pytest.StashKey[dict]()
@@ -161,8 +161,6 @@ def _live_ladder(config: pytest.Config) -> tuple[int, ...] | None:
 
 def _live_cases(config: pytest.Config) -> list[Case]:
     from conformance.live.spec import with_ladder
-
-    from conformance.job.selection import select_cases
 
     ladder = _live_ladder(config)
     cases, _ = select_cases(config.getoption("--cases"), live=True, default=EVERY_CASE, required=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from conformance.cases import Case, parse_case
 from conformance.console_text import inert
+from conformance.errors import ConformanceError
 from conformance.harness.registry import known_names
 from conformance.job import session
 from conformance.job.selection import ANY_POOL
@@ -46,8 +47,6 @@ def synchronous(case: Case) -> Case:
 def run(args: argparse.Namespace) -> int:
     opened = session.open_session(args.cases, args.engine, live=ANY_POOL)
     if len(opened.engines) != 1:
-        from conformance.errors import ConformanceError
-
         raise ConformanceError(f"--engine {args.engine}: one engine is planned at a time")
     cases = [synchronous(c) for c in opened.cases] if args.sync_scheduling else list(opened.cases)
     observations = session.plan(opened.engines[0], cases, lambda m: print(m, file=sys.stderr, flush=True),
