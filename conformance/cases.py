@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from conformance import paths
 from conformance.errors import CaseError, UnknownCaseError
@@ -187,12 +187,3 @@ def find_case(ref: str, directory: Path | None = None) -> Case:
             return case
     known = ", ".join(c.stem for c in case_files(directory))
     raise UnknownCaseError(f"unknown case {ref!r}: not a file, and no case under {directory or paths.cases_dir()} has that id (known: {known})")
-
-
-def select(cases: Iterable[Case], patterns: Iterable[str] | None) -> list[Case]:
-    """Filter by glob patterns over ids (`drafting-table-*`)."""
-    import fnmatch
-
-    pats = list(patterns or [])
-    out = [c for c in cases if not pats or any(fnmatch.fnmatchcase(c.id, p) for p in pats)]
-    return out

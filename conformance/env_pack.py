@@ -27,12 +27,12 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from conformance import envs
 from conformance.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, sha256_of, validate_target
 from conformance.env_pack_scripts import Launcher, write_scripts
 from conformance.errors import ConformanceError
 from conformance.harness.engine_file import EngineFile
 from conformance.harness.pack_provenance import PACK_FILE
+from conformance.harness.venv import OracleEnv, oracle_env
 
 PACK_FORMAT = 1
 INSTALLER_PACKAGES = ("pip",)  # the host brings its own installer
@@ -79,9 +79,9 @@ def parse_freeze(text: str, where: str) -> dict[str, Pin]:
     return pins
 
 
-def venv_freeze(spec: EngineFile) -> tuple[envs.OracleEnv, dict[str, Pin]]:
+def venv_freeze(spec: EngineFile) -> tuple[OracleEnv, dict[str, Pin]]:
     """The engine's ready venv and what it resolved; a clear error for an engine with no venv or none built."""
-    env = envs.oracle_env(spec)  # OracleEnvError: no venv of its own
+    env = oracle_env(spec)  # OracleEnvError: no venv of its own
     state = env.state()
     if state != "ready":
         raise ConformanceError(f"{spec.name} {spec.version}: its venv at {env.path} is {state}; "
@@ -96,7 +96,7 @@ def venv_freeze(spec: EngineFile) -> tuple[envs.OracleEnv, dict[str, Pin]]:
     return env, parse_freeze(out.stdout, f"{env.path} (pip list --format=freeze)")
 
 
-def _console_entry(env: envs.OracleEnv, dist: str, name: str) -> tuple[str, str]:
+def _console_entry(env: OracleEnv, dist: str, name: str) -> tuple[str, str]:
     """(module, attr) of console script `name` declared by distribution `dist` in the venv."""
     for ep_file in sorted(env.path.glob("lib/python*/site-packages/*.dist-info/entry_points.txt")):
         if canonicalize_name(ep_file.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0]) != canonicalize_name(dist):
@@ -111,7 +111,7 @@ def _console_entry(env: envs.OracleEnv, dist: str, name: str) -> tuple[str, str]
     raise ConformanceError(f"{env.path}: no console script `{name}` declared by {dist}")
 
 
-def launchers_for(spec: EngineFile, env: envs.OracleEnv) -> list[Launcher]:
+def launchers_for(spec: EngineFile, env: OracleEnv) -> list[Launcher]:
     out = []
     for kind, name, module, args_after in _LAUNCHERS.get(spec.name, []):
         if kind == "console_script":

@@ -8,7 +8,8 @@ and the interpreter still runs. The project itself is not installed there: the p
 with the checkout on PYTHONPATH, so the oracle process always runs this checkout's adapter.
 The build itself runs without PYTHONPATH (pip check must see the venv, not the checkout's
 egg-info); a venv left without pip by an interrupted build is removed and built again, saying
-so; the venv's path must resolve inside `<cache>/oracles`, or nothing is built or removed.
+so; the venv's path must resolve inside `<cache>/oracles`, or nothing is built or removed. Where a venv
+lives and how a process runs in it is `harness.venv`'s.
 """
 
 from __future__ import annotations
@@ -19,50 +20,17 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from conformance import paths
-from conformance.harness.engine_file import PROBE_REQUIREMENTS, EngineFile
+from conformance.harness.engine_file import EngineFile
+from conformance.harness.venv import OracleEnv, oracle_env, oracle_process_env
 from conformance.errors import OracleEnvError
 
-MARKER = "conformance-env.json"
-
-
-@dataclass(frozen=True)
-class OracleEnv:
-    engine: str
-    version: str
-    path: Path
-
-    @property
-    def python(self) -> Path:
-        return self.path / "bin" / "python"
-
-    @property
-    def marker(self) -> Path:
-        return self.path / MARKER
-
-    def state(self) -> str:
-        """missing | ready | incomplete (a venv without a verified marker: a build that did not finish)."""
-        if not self.path.exists():
-            return "missing"
-        if self.marker.is_file() and self.python.exists():
-            return "ready"
-        return "incomplete"
-
-
-def oracle_env(spec: EngineFile) -> OracleEnv:
-    """The venv of an engine whose plan runs in `environment: venv` (keyed by name and version)."""
-    if not spec.uses_venv or not spec.version:
-        raise OracleEnvError(f"{spec.name} plans in no venv of its own with a pinned version")
-    root = paths.oracle_envs_dir()
-    path = root / f"{spec.name}-{spec.version}"
-    if path.parent.resolve() != root.resolve() or path.name in (".", "..") or os.sep in f"{spec.name}-{spec.version}":
-        raise OracleEnvError(f"{spec.name}: version {spec.version!r} does not name a directory inside {root}: "
-                             f"refusing to build or remove anything for it")
-    return OracleEnv(spec.name, spec.version, path)
+# What the probe needs inside a venv of its own (jsonschema validates in the engine's process);
+# installed at these pins only where the engine did not bring them already.
+PROBE_REQUIREMENTS = ("jsonschema==4.26.0", "pyyaml==6.0.4")
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -85,30 +53,6 @@ def _has_pip(env: OracleEnv) -> bool:
                               timeout=120, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
-
-
-def oracle_process_env(spec: EngineFile) -> dict[str, str]:
-    """Environment for any process of a venv engine: offline, and every cache pointed at the project's."""
-    home = paths.oracle_home_dir(spec.name, spec.version or "unpinned")
-    home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTHONHOME"))}
-    env.update({
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "VLLM_CACHE_ROOT": str(home / ".cache" / "vllm"),
-        "HF_HOME": str(home / ".cache" / "huggingface"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "DO_NOT_TRACK": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-        "SGLANG_DISABLE_REQUEST_LOGGING": "1",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(paths.REPO_ROOT),
-        "PIP_NO_CACHE_DIR": "1",
-    })
-    env.update({k: v for k, v in spec.plan.env.items() if v is not None})
-    return env
 
 
 def _run(argv: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ oracle's always in the framework's goldens/; an engine under test's in the team'
 Contract:
 - A golden is written only by `pytest --snapshot-update` (syrupy's own flag); a normal run
   never writes one, and a missing golden fails the test. An engine under test never writes a
-  golden under a shipped oracle's name (`harness.shipped`).
+  golden under a shipped oracle's name (`conformance.shipped`).
 - A golden file without `golden_format` (or with another one) raises `GoldenFormatError`
   (`check_golden` fails the test with its message, no traceback).
 - Under `--snapshot-update`, every rewritten golden's moved fields are listed by dotted path
@@ -37,6 +37,9 @@ from conformance.diff import json_diff
 from conformance.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMissingError, dumps, golden_view, portable,  # noqa: F401
                                     read_golden_text)
 from conformance.checks.golden import golden_verdict
+from conformance.roles import ORACLE, UNDER_TEST
+from conformance.shipped import reserved_oracle_names
+
 
 class GoldenExtension(JSONSnapshotExtension):
     """syrupy extension: goldens under `<root>/<suite>/`, serialized as sorted JSON; `root` is the
@@ -77,21 +80,19 @@ def goldens_root_of(role: str, under_test_root: Path | None) -> Path:
     """Where an engine's own goldens live: an oracle's always in the framework's goldens/ (the
     expectation, versioned with the framework); an engine under test's in `under_test_root` when the
     team gives one (`--goldens-dir`), else in the framework's."""
-    if role != "oracle" and under_test_root is not None:
+    if role != ORACLE and under_test_root is not None:
         return Path(under_test_root).resolve()
     return paths.goldens_dir()
 
 
 def golden_lookup(roles: Mapping[str, str], under_test_root: Path | None):
     """`find_golden` with each engine's goldens in its role's directory (`goldens_root_of`). An engine
-    `roles` does not name (the oracle a check compares with, not planned in this run) takes the role
-    of its engine file."""
+    `roles` does not name is asked for as the oracle a check compares with, not planned in this run: a
+    shipped oracle's name is that oracle's (`shipped.reserved_oracle_names`), any other is under test."""
     def role(engine: str) -> str:
         if engine in roles:
             return roles[engine]
-        from conformance.job.judge import roles_from_meta
-
-        return roles_from_meta(None, [engine])[engine]
+        return ORACLE if engine in reserved_oracle_names() else UNDER_TEST
 
     def lookup(suite: str, engine: str, case_id: str) -> dict[str, Any]:
         return find_golden(suite, engine, case_id, goldens_root_of(role(engine), under_test_root))
@@ -147,8 +148,6 @@ UPDATE_PROPERTY = "golden_update"
 def _refuse_oracle_golden_from_under_test(obs: dict[str, Any], is_oracle: bool, path: Path) -> None:
     """An oracle's golden is recorded from that oracle only: an engine under test named like a shipped
     oracle (a file the registry would refuse, built some other way) fails instead of writing it."""
-    from conformance.harness.shipped import reserved_oracle_names
-
     name = obs["engine"]["name"]
     if not is_oracle and name in reserved_oracle_names():
         pytest.fail(f"refused to write {path}: {name} is a shipped oracle's name, and this observation comes from "

@@ -3,7 +3,8 @@
 Contract: `ObservationStore(root).get(engine, cases)` returns {case_id: observation} for every
 case, planning only what `root` does not hold yet for that (engine, case digest). Parallel
 workers (pytest-xdist) share one store directory: a file lock per engine makes the first
-worker plan every case in one adapter process while the others wait and then read.
+worker plan every case in one adapter process while the others wait and then read; it plans through
+the run session (`job.session.plan`: the engine's environment installed, then its cases planned).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from filelock import FileLock
 
 from conformance.cases import Case
 from conformance.harness.engine_file import EngineFile
-from conformance.harness.plan_runner import plan_cases
+from conformance.job.session import plan
 
 
 class ObservationStore:
@@ -46,10 +47,6 @@ class ObservationStore:
             have = self._read(engine)
             missing = [c for c in cases if (c.id, c.digest()) not in have]
             if missing:
-                if spec.uses_venv:
-                    from conformance.envs import install
-
-                    install(spec, self.progress)
                 digests = {c.id: c.digest() for c in missing}
                 self.progress(f"{engine}: planning {len(missing)} case(s)")
                 with self._file(engine).open("a") as fh:
@@ -60,5 +57,5 @@ class ObservationStore:
                         have[(obs["case_id"], rec["digest"])] = obs
                         self.on_observation(obs)
 
-                    plan_cases(spec, missing, on_observation=keep, log_dir=self.root / "logs" / engine)
+                    plan(spec, missing, self.progress, on_observation=keep, log_dir=self.root / "logs" / engine)
         return {c.id: have[(c.id, c.digest())] for c in cases}

@@ -6,11 +6,15 @@ case) where the check applies to the engine's role. Engines are engine files, by
 path (`--engines reference,vllm,./port.yaml`). Every needed case is planned once per engine per
 session in one adapter process (shared across xdist workers through a file-locked store).
 
+Cases and engines are selected, environments installed and goldens found by the run session
+(`conformance.job.session`), as `conformance run` does: `--cases` is the one selection syntax of
+every face (`conformance.job.selection`; default: every case).
+
 Options: --engines LIST   --cases 'tiny-*,tag:seed'   --parity-report DIR   --verdicts-out FILE
          --expectations FILE (repeatable)   --goldens-dir DIR   --shard I/N
 
 `--shard I/N` keeps the tests of the (engine, case, device) cells of that shard, by the one rule
-`conformance run --shard` uses (`conformance.nightly.shard`); a bad value exits 2 naming it.
+`conformance run --shard` uses (`conformance.job.shard`); a bad value exits 2 naming it.
 
 Expectations: `conformance.plugin_expectations` (registered here).
 """
@@ -25,17 +29,19 @@ from typing import Any
 
 import pytest
 
-from conformance import paths
-from conformance.cases import Case, load_all, select
+from conformance.cases import Case
 from conformance.check_table import CHECKS, checks_of
 from conformance.errors import ConformanceError
 from conformance.harness.engine_file import EngineFile
+from conformance.job import session as run_session
+from conformance.job.selection import EVERY_CASE, select_cases
 
-_CASES = pytest.StashKey[dict]()
+_SESSION = pytest.StashKey[run_session.Session]()
 _NEEDED = pytest.StashKey[dict]()
 _RESULTS = pytest.StashKey[list]()
-_ENGINES = pytest.StashKey[dict]()
 _SHARD = pytest.StashKey[object]()
+
+
 def _goldens_dir(config: pytest.Config) -> Path | None:
     d = config.getoption("--goldens-dir", default=None)
     return Path(d).expanduser().resolve() if d else None
@@ -45,7 +51,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     g = parser.getgroup("dflash-conformance")
     g.addoption("--engines", default="", help="engines to run the suites on: shipped names or engine files "
                 "(comma list; default every shipped and registered engine)")
-    g.addoption("--cases", default="", help="glob patterns over case ids, or tag:NAME (comma list; default all)")
+    g.addoption("--cases", default="", help="case ids, globs over them, tag:NAME or case files (comma list; "
+                "default all): the syntax of `conformance run --cases`")
     g.addoption("--cases-dir", default=None, help="case directory (default suites/cases)")
     g.addoption("--parity-report", default=None, metavar="DIR", help="write the HTML parity report here")
     g.addoption("--verdicts-out", default=None, metavar="FILE",
@@ -73,7 +80,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from conformance.nightly.shard import parse_shard
+    from conformance.job.shard import parse_shard
 
     try:
         config.stash[_SHARD] = parse_shard(config.getoption("--shard"))
@@ -104,34 +111,25 @@ def _pin_worker_gpu(config: pytest.Config) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = device_for_worker(worker, visible, num_workers)
 
 
-def select_by_patterns(cases: list[Case], patterns: list[str]) -> list[Case]:
-    """`tag:NAME` selects by tag, anything else is a glob over ids; no pattern selects all."""
-    if not patterns:
-        return cases
-    tags = {p[4:] for p in patterns if p.startswith("tag:")}
-    globs = [p for p in patterns if not p.startswith("tag:")]
-    by_glob = {c.id for c in select(cases, globs)} if globs else set()
-    return [c for c in cases if c.id in by_glob or tags & set(c.spec.get("tags") or ())]
+def _session(config: pytest.Config) -> run_session.Session:
+    """The session's cases (plan cases) and engines, selected and resolved once."""
+    if _SESSION not in config.stash:
+        d = config.getoption("--cases-dir")
+        try:
+            config.stash[_SESSION] = run_session.open_session(
+                config.getoption("--cases"), config.getoption("--engines") or None, Path(d) if d else None,
+                default=EVERY_CASE, required=False)
+        except ConformanceError as exc:   # a bad case file or engine: named, no traceback
+            raise pytest.UsageError(f"dflash-conformance: {exc}") from None
+    return config.stash[_SESSION]
 
 
 def _all_cases(config: pytest.Config) -> dict[str, Case]:
-    if _CASES not in config.stash:
-        d = config.getoption("--cases-dir")
-        pats = [p.strip() for p in config.getoption("--cases").split(",") if p.strip()]
-        config.stash[_CASES] = {c.id: c for c in select_by_patterns(load_all(Path(d) if d else None), pats)}
-    return config.stash[_CASES]
+    return {c.id: c for c in _session(config).cases}
 
 
 def _selected_engines(config: pytest.Config) -> dict[str, EngineFile]:
-    if _ENGINES not in config.stash:
-        from conformance.harness.registry import resolve_engines
-
-        try:
-            engines = resolve_engines(config.getoption("--engines") or None)
-        except ConformanceError as exc:
-            raise pytest.UsageError(f"--engines: {exc}") from None
-        config.stash[_ENGINES] = {e.name: e for e in engines}
-    return config.stash[_ENGINES]
+    return {e.name: e for e in _session(config).engines}
 
 
 def _in_shard(config: pytest.Config, engine: str, case: Case) -> bool:
@@ -164,10 +162,9 @@ def _live_ladder(config: pytest.Config) -> tuple[int, ...] | None:
 def _live_cases(config: pytest.Config) -> list[Case]:
     from conformance.live.spec import with_ladder
 
-    pats = [p.strip() for p in config.getoption("--cases").split(",") if p.strip()]
     ladder = _live_ladder(config)
-    return [with_ladder(c, ladder) for c in select_by_patterns(load_all(paths.live_cases_dir()), pats)
-            if c.spec.get("live")]
+    cases, _ = select_cases(config.getoption("--cases"), live=True, default=EVERY_CASE, required=False)
+    return [with_ladder(c, ladder) for c in cases]
 
 
 _CUDA = pytest.StashKey[bool]()
@@ -294,11 +291,7 @@ class ConformanceSession:
         self.config, self.store = config, store
         self.engines: dict[str, EngineFile] = _selected_engines(config)
         self.cases: dict[str, Case] = _all_cases(config)
-        from conformance.check_table import memoized
-        from conformance.goldens import golden_lookup
-
-        roles = {n: e.role for n, e in self.engines.items()}
-        self.golden_lookup = memoized(golden_lookup(roles, _goldens_dir(config)))   # read once per key
+        self.golden_lookup = run_session.golden_lookup(_session(config).roles, _goldens_dir(config))
         self._served: dict[tuple[str, str], dict[str, Any]] = {}
         self._live_cases = {c.id: c for c in _live_cases(config)}
 
@@ -429,7 +422,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     from conformance.plugin_expectations import EXPECTATIONS
 
-    roles = {name: e.role for name, e in session.config.stash.get(_ENGINES, {}).items()}
+    roles = session.config.stash[_SESSION].roles if _SESSION in session.config.stash else {}
     _never_raise(session, f"--parity-report {out}",
                  lambda: write_pytest_report(session, Path(out), session.config.stash[_RESULTS], roles,
                                              session.config.stash.get(EXPECTATIONS, ())))

@@ -18,8 +18,9 @@ from typing import Any, Callable
 
 import pytest
 
-from conformance.check_table import ORACLE, CheckSpec, evaluate
+from conformance.check_table import CheckSpec, evaluate
 from conformance.expect import expect
+from conformance.roles import ORACLE
 from conformance.verdicts import SUITE_SECTIONS, Verdict
 
 SUITE_ATTR = "conformance_suite"

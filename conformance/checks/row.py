@@ -13,10 +13,10 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from conformance.roles import BOTH, ORACLE, UNDER_TEST
 from conformance.verdicts import Verdict
 
-ORACLE, UNDER_TEST = "oracle", "under-test"
-BOTH = (ORACLE, UNDER_TEST)
+__all__ = ["BOTH", "ORACLE", "UNDER_TEST", "CheckInput", "CheckSpec"]
 
 
 @dataclass(frozen=True)

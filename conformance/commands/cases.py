@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from conformance.cases import load_all, select
+from conformance.job.selection import EVERY_CASE, select_cases
 
 NAME = "cases"
 HELP = "list the shipped cases (every file is validated)"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("patterns", nargs="*", help="glob patterns over case ids (default: all)")
+    p.add_argument("patterns", nargs="*", help="case ids, globs over them, tag:NAME or case files (the syntax of --cases; default: all)")
     p.add_argument("--dir", type=Path, default=None, help="case directory (default: suites/cases)")
     p.add_argument("-v", "--verbose", action="store_true", help="show method, k, shapes and memory bound")
 
 
 def run(args: argparse.Namespace) -> int:
-    cases = select(load_all(args.dir), args.patterns)
+    cases, _ = select_cases(args.patterns, args.dir, default=EVERY_CASE, required=False)
     for c in cases:
         if args.verbose:
             s = c.spec

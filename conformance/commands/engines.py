@@ -35,7 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def _env_state(engine) -> str:
     if not engine.uses_venv:
         return "project env" if engine.plan.kind == "module" else "own executable"
-    from conformance.envs import oracle_env
+    from conformance.harness.venv import oracle_env
 
     env = oracle_env(engine)
     return f"venv {env.state()}"

@@ -1,4 +1,7 @@
-"""`conformance plan --engine E --case C`: one engine's plan-mode observation(s), as JSON on stdout.
+"""`conformance plan --engine E --cases C`: one engine's plan-mode observation(s), as JSON on stdout.
+
+`--cases` is the selection of every face (`job.selection`: case ids, globs over them, `tag:NAME`, case
+files; repeatable, or a comma list); `--case` is the same option. A live case may be named too.
 
 Exit status: 0 when every observation is ok or refused (a refusal is data), 1 when any is an
 error, 2 for a bad case, engine or option.
@@ -12,10 +15,12 @@ import json
 import sys
 from pathlib import Path
 
-from conformance.cases import Case, find_case, parse_case
+from conformance.cases import Case, parse_case
 from conformance.console_text import inert
-from conformance.harness.plan_runner import plan_cases
-from conformance.harness.registry import known_names, resolve_engine
+from conformance.errors import ConformanceError
+from conformance.harness.registry import known_names
+from conformance.job import session
+from conformance.job.selection import ANY_POOL
 
 NAME = "plan"
 HELP = "plan cases on one engine and print the observations (JSON)"
@@ -23,7 +28,8 @@ HELP = "plan cases on one engine and print the observations (JSON)"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", required=True, help=f"a shipped engine ({', '.join(known_names())}) or a path to an engine file")
-    p.add_argument("--case", action="append", required=True, help="case id or path to a case file (repeatable)")
+    p.add_argument("--cases", "--case", dest="cases", action="extend", nargs="+", required=True, metavar="PATTERN",
+                   help="case ids, globs over them, tag:NAME or case files (repeatable, or a comma list)")
     p.add_argument("--out", type=Path, help="also write the observations here (JSON lines)")
     p.add_argument("--log-dir", type=Path, help="keep the adapter's logs here")
     p.add_argument("--sync-scheduling", action="store_true",
@@ -39,15 +45,12 @@ def synchronous(case: Case) -> Case:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = resolve_engine(args.engine)
-    cases = [find_case(ref) for ref in args.case]
-    if args.sync_scheduling:
-        cases = [synchronous(c) for c in cases]
-    if spec.uses_venv:
-        from conformance.envs import install
-
-        install(spec, progress=lambda m: print(m, file=sys.stderr, flush=True))
-    observations = plan_cases(spec, cases, log_dir=args.log_dir)
+    opened = session.open_session(args.cases, args.engine, live=ANY_POOL)
+    if len(opened.engines) != 1:
+        raise ConformanceError(f"--engine {args.engine}: one engine is planned at a time")
+    cases = [synchronous(c) for c in opened.cases] if args.sync_scheduling else list(opened.cases)
+    observations = session.plan(opened.engines[0], cases, lambda m: print(m, file=sys.stderr, flush=True),
+                                log_dir=args.log_dir)
     doc = observations[0] if len(observations) == 1 else observations
     print(json.dumps(doc, indent=2, sort_keys=True))
     if args.out:

@@ -1,5 +1,6 @@
-"""`conformance report DIR`: re-render DIR/index.html and DIR/junit.xml from DIR/observations.jsonl
-(and DIR/run.json), judging the observations again against the goldens as they are now.
+"""`conformance report DIR`: judge DIR/observations.jsonl again against the goldens as they are now (with
+the roles and goldens directory DIR/run.json records), store the verdicts in DIR/verdicts.jsonl and
+re-render DIR/index.html and DIR/junit.xml from them.
 
 Exit status: 0 when the report was written (whatever its verdicts), 1 when it could not be written
 (a full disk: what was there is left whole), 2 when DIR holds no usable observations.

@@ -1,5 +1,5 @@
 """`conformance run`: the main job. Plans the default matrix (or `--cases`) on every available engine,
-judges it with the suites' rules, and writes `reports/<run-id>/` (observations.jsonl, index.html,
+judges it with the suites' rules, and writes `reports/<run-id>/` (observations.jsonl, verdicts.jsonl, index.html,
 junit.xml) and `reports/latest`, under the working directory (or `--reports-dir`).
 
 Exit status (`conformance.job.exit_status`, stable): 0 every check passed, or failed only where
@@ -13,6 +13,7 @@ written).
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -50,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="live: serve these concurrencies (e.g. 1,8,32) instead of each case's ladder")
     p.add_argument("--shard", metavar="I/N",
                    help="plan only the I-th of N shards of the (engine, case, device) matrix (a stable hash of "
-                        "each cell, the same as `pytest suites/ --shard I/N`; conformance.nightly.shard)")
+                        "each cell, the same as `pytest suites/ --shard I/N`; conformance.job.shard)")
     p.add_argument("--history", metavar="URL",
                    help="the results store the run is appended to: sqlite:////ABS/PATH, a file path or a postgresql:// "
                         "URL (default: history.sqlite beside the run directories)")
@@ -64,15 +65,17 @@ def run(args: argparse.Namespace) -> int:
     from conformance.commands.ladder import _overrides
     from conformance.errors import ConformanceError
     from conformance.live.spec import parse_ladder
-    from conformance.nightly.shard import parse_shard
+    from conformance.nightly.history import record_finished_run
+    from conformance.job.shard import parse_shard
 
     try:
         ladder = parse_ladder(args.live_ladder, "--live-ladder") if args.live_ladder else None
     except ValueError as exc:
         raise ConformanceError(str(exc)) from None
+    history = None if args.no_history else partial(record_finished_run, url=args.history)
     options = RunOptions(live_ladder=ladder, case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
                          overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
                          expectations=tuple(args.expectations), goldens_dir=args.goldens_dir,
-                         shard=parse_shard(args.shard), history=args.history, no_history=args.no_history)
+                         shard=parse_shard(args.shard), after_report=history)
     return run_job(options, Console(stderr=False))

@@ -26,7 +26,7 @@ The in-env adapter contract (plan.module):
 
 Contract: `load_engine_file(path)` returns an `EngineFile` or raises `EngineFileError` with one
 line per problem, each `file: json.path: message`. A shipped oracle's name (vllm, sglang) is taken
-only by that oracle's shipped file (`harness.shipped`): any other file of that name is refused.
+only by that oracle's shipped file (`conformance.shipped`): any other file of that name is refused.
 """
 
 from __future__ import annotations
@@ -40,14 +40,11 @@ from typing import Any, Mapping
 
 from conformance.errors import ConformanceError
 from conformance.observation import STEP_FIELDS as TRACE_GROUPS
+from conformance.roles import ORACLE, ROLES
 from conformance.schemas import error_lines
+from conformance.shipped import reserved_name_problem
 from conformance.yaml_file import YamlFileError, read_yaml
 
-ORACLE, UNDER_TEST = "oracle", "under-test"
-ROLES = (ORACLE, UNDER_TEST)
-# What the probe needs inside a venv of its own (jsonschema validates in the engine's process);
-# installed at these pins only where the engine did not bring them already.
-PROBE_REQUIREMENTS = ("jsonschema==4.26.0", "pyyaml==6.0.4")
 # Placeholders a plan command (or log dry run) may use besides the case's (harness.manifest.PLACEHOLDERS).
 PLAN_PLACEHOLDERS = {
     "case_file": "the case as JSON (Case.to_json()) in a file",
@@ -295,8 +292,6 @@ def parse_engine_file(doc: Any, path: Path) -> EngineFile:
     problems = error_lines("engine", doc, str(path))
     if problems:
         raise EngineFileError(problems)
-    from conformance.harness.shipped import reserved_name_problem
-
     reserved = reserved_name_problem(doc["name"], doc["role"], path)
     if reserved:
         raise EngineFileError([reserved])

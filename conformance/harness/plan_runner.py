@@ -28,6 +28,7 @@ from conformance.harness.accept import accept_document, fail
 from conformance.harness.capture import CappedOutput
 from conformance.harness.log_dirs import new_log_dir
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
+from conformance.harness.venv import oracle_env, oracle_process_env
 
 POLL_S = 0.1
 MAX_LOG_BYTES = 8 << 20   # an adapter process's stdout + stderr
@@ -37,8 +38,6 @@ OnObservation = Callable[[dict[str, Any]], None]
 
 def _process_env(spec: EngineFile) -> dict[str, str]:
     if spec.uses_venv:
-        from conformance.envs import oracle_process_env
-
         return oracle_process_env(spec)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(paths.REPO_ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -49,8 +48,6 @@ def _process_env(spec: EngineFile) -> dict[str, str]:
 
 def _python(spec: EngineFile) -> Path:
     if spec.uses_venv:
-        from conformance.envs import oracle_env
-
         return oracle_env(spec).python
     return Path(sys.executable)
 

@@ -9,7 +9,7 @@ and raises `UnknownEngineError` naming what is known otherwise, or `EngineFileEr
 file. `resolve_engines("reference,vllm,./port.yaml")` resolves a comma list (duplicates dropped,
 two files of one name refused). `default_engines()` is every shipped and registered engine (two
 engines of one name refused there too, entry points included). A file that takes a shipped
-oracle's name without being its shipped file is refused when loaded (`harness.shipped`).
+oracle's name without being its shipped file is refused when loaded (`conformance.shipped`).
 Nothing here caches: each call reads the files it needs.
 """
 
@@ -21,7 +21,8 @@ from typing import Iterable
 
 from conformance.errors import ConformanceError, UnknownEngineError
 from conformance.harness.engine_file import EngineFile, EngineFileError, load_engine_file
-from conformance.harness.shipped import SHIPPED_DIR
+from conformance.shipped import SHIPPED_DIR
+
 ENTRY_POINT_GROUP = "dflash_conformance.engines"
 SHIPPED_ORDER = ("reference", "vllm", "sglang")
 

@@ -15,7 +15,9 @@ leaves half of one. The run directory is made under `reports_root`, default `rep
 directory (never the framework checkout's unless run from there); engines under test read their own
 goldens from `goldens_dir` when given (oracles' stay the framework's). With `live`, the live cases are
 served (`live.measure`) instead of planned, oracles first. Engines run one after the other, one adapter process per engine for all cases
-(`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`.
+(`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`. Cases, engines,
+environments and judging come from the run session (`job.session`); `finish` judges the run directory and
+stores its verdicts before it renders them.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -36,16 +38,19 @@ from conformance.console_text import shown
 from conformance.harness.engine_file import EngineFile
 from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError, RunDirWriteError
-from conformance.job import rundir
+from conformance.job import rundir, session
+from conformance.job.provenance import run_provenance
+from conformance.job.shard import Shard
 from conformance.job.interrupt import Interrupts
 from conformance.job.summary import print_summary
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
 from conformance.job.exit_status import run_exit_status
-from conformance.nightly.shard import Shard
 from conformance.report.model import RunReport
 from conformance.report.render import write_html
+
+AfterReport = Callable[[Path, RunReport, Console], None]   # (run directory, its report, the console)
 
 
 @dataclass(frozen=True)
@@ -61,9 +66,8 @@ class RunOptions:
     live_ladder: tuple[int, ...] | None = None    # live: concurrencies served instead of each case's ladder
     expectations: tuple[Path, ...] = ()      # expectations files (conformance.expectations)
     goldens_dir: Path | None = None          # engines under test's goldens (oracles' stay the framework's)
-    shard: Shard | None = None               # plan only this shard's cells (conformance.nightly.shard)
-    history: str | None = None               # the results store's URL (default reports_root/history.sqlite)
-    no_history: bool = False                 # append nothing to a results store
+    shard: Shard | None = None               # plan only this shard's cells (conformance.job.shard)
+    after_report: AfterReport | None = None  # then, with the finished run (`conformance run`: its results store)
 
 
 def _stamp() -> str:
@@ -81,36 +85,26 @@ def _meta(run_dir: Path, selection: str, cases: Sequence[Case], engines: list[di
 
 def _prepare(spec: EngineFile, no_build: bool, say) -> tuple[str, str]:
     """(state, note) of an engine before planning: planned | skipped | failed."""
-    if not spec.uses_venv:
-        return "planned", ""
-    from conformance.envs import install, oracle_env
-
-    env = oracle_env(spec)
-    if env.state() != "ready":
-        if no_build:
-            return "skipped", f"venv {env.path} is {env.state()} and --no-build was given"
-        say(f"{spec.name}: building its pinned venv ({env.state()})")
     try:
-        install(spec, progress=lambda m: say(m))
+        skipped = session.install_env(spec, say, no_build)
     except OracleEnvError as exc:
         return "failed", f"its environment could not be built: {str(exc).splitlines()[0]}"
-    return "planned", ""
+    return ("skipped", skipped) if skipped else ("planned", "")
 
 
 def run_job(options: RunOptions, console: Console) -> int:
-    from conformance.job.selection import select_cases, select_engines
-
     from conformance.expectations import load_expectations
 
-    cases, selection = select_cases(list(options.case_patterns), options.cases_dir, live=options.live)
+    opened = session.open_session(options.case_patterns, options.engines, options.cases_dir, live=options.live)
+    cases, selection = list(opened.cases), opened.selection
     if options.live and options.live_ladder:
         from conformance.live.spec import with_ladder
 
         cases = [with_ladder(c, options.live_ladder) for c in cases]
         selection += f" on the ladder {','.join(map(str, options.live_ladder))}"
-    specs = select_engines(options.engines)
+    specs = list(opened.engines)
     if options.live:   # oracles first: an engine under test is compared with them as measured in this run
-        specs = sorted(specs, key=lambda s: s.role != "oracle")
+        specs = sorted(specs, key=lambda s: not s.is_oracle)
     expectations = load_expectations(options.expectations)
     goldens_dir = _goldens_dir(options.goldens_dir)
     reports_root = Path(options.reports_root) if options.reports_root else _default_reports_root()
@@ -132,8 +126,6 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
     started = _stamp()
     engines = [{"name": s.name, "version": s.resolved_version, "role": s.role, "defects": list(s.defects),
                 "path": str(s.path), "state": "pending", "note": ""} for s in specs]
-    from conformance.nightly.provenance import run_provenance
-
     judged_with = {"expectations": [e.to_json() for e in expectations],
                    "goldens_dir": str(goldens_dir) if goldens_dir else None,
                    "provenance": run_provenance(goldens_dir, options.shard)}
@@ -185,8 +177,8 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
             rundir.write_json_atomic(run_dir / rundir.RUN_FILE, meta(_stamp(), interrupted))
             report = finish(run_dir, console)
             rundir.point_latest(reports_root, run_dir)
-            if not options.no_history:
-                _record_history(run_dir, report, options.history, reports_root, console)
+            if options.after_report is not None:
+                options.after_report(run_dir, report, console)
         except OSError:
             if write_error is not None:   # the first failure is the one to tell
                 raise write_error from None
@@ -201,22 +193,6 @@ def _plan_and_report(options: RunOptions, console: Console, cases: Sequence[Case
                                   + (f" ({shown(e['note'])})" if e["note"] else "") for e in engines))
         return 1
     return run_exit_status(report)
-
-
-def _record_history(run_dir: Path, report: RunReport, url: str | None, reports_root: Path, console: Console) -> None:
-    """Append the run to the results store (`nightly.history`). A store that cannot be written is said, naming
-    it, and the run's own verdicts and exit status stand (`conformance history --record DIR` appends it later)."""
-    from conformance.errors import ConformanceError
-    from conformance.nightly.history import record_and_trend
-    from conformance.nightly.history_store import default_url
-
-    url = url or default_url(reports_root)
-    try:
-        record_and_trend(run_dir, report, url, console)
-    except (ConformanceError, OSError, Exception) as exc:  # noqa: BLE001 -- a store's failure must not lose the run
-        console.print(f"[red]history: could not record the run in {shown(url)}: {shown(type(exc).__name__)}: "
-                      f"{shown(str(exc)[:300])}; append it later with `conformance history --history URL --record "
-                      f"{shown(str(run_dir))}`[/]")
 
 
 def _why(exc: OSError) -> str:
@@ -339,10 +315,12 @@ def _goldens_dir(path: Path | None) -> Path | None:
 
 
 def finish(run_dir: Path, console: Console | None = None) -> RunReport:
-    """Judge, render `index.html` and `junit.xml` from the run directory, print the summary. Where
+    """Judge the run directory (its verdicts stored in it: `session.judge_run_dir`), render `index.html`
+    and `junit.xml` from it, print the summary. Where
     rendering raises on what an engine reported, the report of last resort (`report.fallback`) is
     written in its place and the summary says so: the run directory always ends with both files.
     A failed write (`OSError`: a full disk) is raised: nothing else can be written either."""
+    session.judge_run_dir(run_dir)
     report = rundir.load_report(run_dir)
     index = _write_report(report, run_dir / rundir.INDEX_FILE, write_html, fallback_html, console)
     junit = _write_report(report, run_dir / rundir.JUNIT_FILE, write_junit, fallback_junit, console)

@@ -4,19 +4,23 @@ Layout:
     run.json            the run's metadata: id, times, selection, engines (state, note, version), every
                         selected case's spec, the expectations and goldens directory it was judged
                         with (so a re-render judges the cases as they were run), and its `provenance`
-                        (host, device, framework commit, goldens revision, shard: `nightly.provenance`);
+                        (host, device, framework commit, goldens revision, shard: `job.provenance`);
                         a merged run (`conformance merge`) lists its runs' under `merged_from`
     observations.jsonl  one observation per line, appended and flushed as each one arrives
+    verdicts.jsonl      the verdicts the run was judged to (`job.session.judge_run_dir`), one per line
     index.html          the parity report        junit.xml   the verdicts for CI
     logs/<engine>/      the adapter processes' logs
 `reports/latest` points at the newest run by start (a symlink, or a file holding the run id where links
 fail); a run that finishes after a newer one started leaves it alone (`point_latest`).
 
-Contract: `load_report(dir)` rebuilds the `RunReport` from `observations.jsonl` (+ `run.json` when
-present), judging every case again with `job.judge`; a trailing partial line (a run killed
-mid-write) is ignored, a line that is JSON but no valid observation is that engine's `error`
-observation saying why (where it names its engine and case), any other bad line raises
-`ObservationError` naming file and line.
+Contract: the run directory stores and loads; it never judges. `load_observations(dir)` reads
+`observations.jsonl` (+ `run.json` when present) into the run's cases, engines and observations by
+(case id, engine); a trailing partial line (a run killed mid-write) is ignored, a line that is JSON but
+no valid observation is that engine's `error` observation saying why (where it names its engine and
+case), any other bad line raises `ObservationError` naming file and line. `write_verdicts(dir, verdicts)`
+stores what the run was judged to; `load_report(dir)` rebuilds the `RunReport` from what is stored, the
+verdicts as they were judged, and raises `NotJudgedError` for a directory that holds none (a run killed
+before its report: `conformance report DIR` judges it).
 """
 
 from __future__ import annotations
@@ -29,19 +33,19 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from conformance.errors import ConformanceError
-from conformance.check_table import judge_run
 from conformance.expectations import Expectation
-from conformance.goldens import golden_lookup
-from conformance.job.judge import roles_from_meta
 from conformance.observation import ObservationError, failed, validate
+from conformance.report.atomic import write_atomic
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 from conformance.schemas.values import value_problems
+from conformance.verdicts import Verdict
 
 RUN_FILE = "run.json"
 OBSERVATIONS_FILE = "observations.jsonl"
+VERDICTS_FILE = "verdicts.jsonl"
 INDEX_FILE = "index.html"
 JUNIT_FILE = "junit.xml"
 LATEST = "latest"
@@ -194,27 +198,64 @@ def _engine_entries(meta: dict[str, Any] | None, observations: list[dict[str, An
     return [EngineEntry(name, version, "planned") for name, version in versions.items()]
 
 
-def load_report(run_dir: Path) -> RunReport:
+class LoadedRun(NamedTuple):
+    meta: dict[str, Any]                                      # run.json ({} where there is none)
+    cases: list[CaseEntry]
+    engines: list[EngineEntry]
+    observations: dict[tuple[str, str], dict[str, Any]]       # by (case id, engine)
+
+
+def load_observations(run_dir: Path) -> LoadedRun:
     run_dir = Path(run_dir)
     observations = read_observations(run_dir)
     meta = read_run_meta(run_dir)
-    cases = _case_entries(meta, observations)
-    engines = _engine_entries(meta, observations)
     by_key: dict[tuple[str, str], dict[str, Any]] = {}
     for obs in observations:   # a case planned twice (a retried engine): the last observation wins
         by_key[(obs["case_id"], obs["engine"]["name"])] = obs
-    roles = roles_from_meta(meta, [e.name for e in engines])
-    goldens_dir = (meta or {}).get("goldens_dir")
-    verdicts = judge_run([dict(c.spec, id=c.id) for c in cases], by_key, roles,
-                         golden_lookup(roles, Path(goldens_dir) if goldens_dir else None))
-    meta = meta or {}
+    return LoadedRun(meta or {}, _case_entries(meta, observations), _engine_entries(meta, observations), by_key)
+
+
+class NotJudgedError(ConformanceError):
+    """A run directory that holds no verdicts: the run stopped before it was judged."""
+
+
+def write_verdicts(run_dir: Path, verdicts: Iterable[Verdict]) -> None:
+    """Store the run's verdicts (replacing any, atomically: a full disk leaves the old file whole)."""
+    text = "".join(json.dumps(v.to_json(), sort_keys=True) + "\n" for v in verdicts)
+    write_atomic(Path(run_dir) / VERDICTS_FILE, text.encode("utf-8"))
+
+
+def read_verdicts(run_dir: Path) -> list[Verdict]:
+    path = Path(run_dir) / VERDICTS_FILE
+    if not path.is_file():
+        raise NotJudgedError(f"{run_dir}: no {VERDICTS_FILE}: the run was not judged (it stopped before its "
+                             f"report); `conformance report {run_dir}` judges it")
+    out = []
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+            out.append(Verdict(d["check"], d["engine"], d["case_id"], d["outcome"], d.get("message", ""),
+                               tuple(d.get("details") or ()), d.get("cause", "")))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise ConformanceError(f"{path}: line {i}: not a verdict ({type(exc).__name__}: {exc}); "
+                                   f"`conformance report {run_dir}` judges the run again") from None
+    return out
+
+
+def load_report(run_dir: Path) -> RunReport:
+    run_dir = Path(run_dir)
+    loaded = load_observations(run_dir)
+    meta = loaded.meta
     return RunReport(
-        run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(engines), cases=tuple(cases),
-        observations=by_key, verdicts=tuple(verdicts), started_at=meta.get("started_at"),
-        finished_at=meta.get("finished_at"), interrupted=bool(meta.get("interrupted")),
-        selection=meta.get("selection", ""),
+        run_id=meta.get("run_id", run_dir.name), title=TITLE, engines=tuple(loaded.engines),
+        cases=tuple(loaded.cases), observations=loaded.observations, verdicts=tuple(read_verdicts(run_dir)),
+        started_at=meta.get("started_at"), finished_at=meta.get("finished_at"),
+        interrupted=bool(meta.get("interrupted")), selection=meta.get("selection", ""),
         expectations=tuple(Expectation.from_json(e) for e in meta.get("expectations") or ()),
-        goldens_dir=goldens_dir, origin=meta.get("origin", "conformance run"), runs=tuple(runs_of(meta)),
+        goldens_dir=meta.get("goldens_dir"), origin=meta.get("origin", "conformance run"),
+        runs=tuple(runs_of(meta)),
     )
 
 

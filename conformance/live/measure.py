@@ -28,8 +28,8 @@ from conformance import observation
 from conformance.cases import Case
 from conformance.harness.engine_file import EngineFile
 from conformance.live.spec import live_spec
+from conformance.roles import UNDER_TEST
 
-UNDER_TEST = "under-test"
 
 
 def serves(engine: EngineFile, case: Case) -> bool:

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from conformance.console_text import shown
 from conformance.nightly.changes import Change, Series, change_points, series_of
-from conformance.nightly.history_store import Store, open_store
+from conformance.nightly.history_store import Store, default_url, open_store
 
 TREND_FILE = "history.html"
 
@@ -53,6 +53,19 @@ def print_history(console: Console, items: Sequence[tuple[Series, Sequence[Chang
     console.print(f"{len(items)} series, {total} change point(s)"
                   + (": " + "; ".join(f"{s.label()} at {c.commit[:12]} ({c.kind})" for s, cs in items for c in cs)
                      if total else ""), highlight=False)
+
+
+def record_finished_run(run_dir: Path, report, console: Console, url: str | None = None) -> None:
+    """Append a finished `conformance run` to the results store `url` (default: history.sqlite beside its run
+    directory) and write its trend view. A store that cannot be written is said, naming it, and the run's own
+    verdicts and exit status stand (`conformance history --record DIR` appends it later)."""
+    url = url or default_url(Path(run_dir).parent)
+    try:
+        record_and_trend(run_dir, report, url, console)
+    except Exception as exc:  # noqa: BLE001 -- a store's failure must not lose the run
+        console.print(f"[red]history: could not record the run in {shown(url)}: {shown(type(exc).__name__)}: "
+                      f"{shown(str(exc)[:300])}; append it later with `conformance history --history URL --record "
+                      f"{shown(str(run_dir))}`[/]")
 
 
 def record_and_trend(run_dir: Path, report, url: str, console: Console) -> None:

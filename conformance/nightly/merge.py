@@ -10,8 +10,8 @@ and writes `out_dir` as a run directory of its own:
     run.json            the engines (by name; a state any run reports as failed stays failed), the cases
                         (by id), the expectations, and `merged_from`: each run's id, source, host, device,
                         shard, framework commit and goldens revision
-    index.html, junit.xml   judged once, over all the observations, by the run directory's own judge
-                        (`job.execute.finish` -> `job.rundir.load_report`): the matrix engine x case x
+    verdicts.jsonl, index.html, junit.xml   judged once, over all the observations, as a run is judged
+                        (`job.execute.finish` -> `job.session.judge_run_dir`): the matrix engine x case x
                         device profile of every host
 
 The merged report judges against this checkout's goldens, so their revision is compared too: runs whose
@@ -34,7 +34,7 @@ from conformance.errors import ConformanceError
 from conformance.job import rundir
 from conformance.job.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
-from conformance.nightly.provenance import goldens_revision
+from conformance.job.provenance import goldens_revision
 from conformance.report.model import RunReport
 
 UNKNOWN = "unknown"

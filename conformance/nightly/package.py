@@ -3,8 +3,8 @@
 Contract: `write_package(run_dirs, out)` writes `out/` (which must not exist or be empty):
 
     runs/<n>-<run_id>/    each run directory's observations.jsonl, run.json, junit.xml, index.html
-    verdicts.jsonl        every verdict as the run directory's judge gave it when packaged
-                          (`job.rundir.load_report`), with the run it belongs to
+    verdicts.jsonl        every verdict of the run's observations judged when packaged
+                          (`job.session.judge_observations`), with the run it belongs to
     environment.json      the statement: framework commit, goldens revision, the pinned suite (selection,
                           each case's digest), engines (name, role, version: the engine's commit as it
                           reports it, defects), oracle versions, hosts (name, device: GPU, driver, CUDA
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conformance.errors import ConformanceError
-from conformance.job import rundir
+from conformance.job import rundir, session
 
 FORMAT = "dflash-conformance-package/1"
 RUN_FILES = (rundir.OBSERVATIONS_FILE, rundir.RUN_FILE, rundir.JUNIT_FILE, rundir.INDEX_FILE)
@@ -97,8 +97,8 @@ def write_package(run_dirs: Sequence[Path], out: Path) -> Path:
         for f in RUN_FILES:
             if (run_dir / f).is_file():
                 shutil.copyfile(run_dir / f, dest / f)
-        report = rundir.load_report(dest)
-        verdict_lines += [json.dumps(dict(v.to_json(), run=name), sort_keys=True) for v in report.verdicts]
+        verdict_lines += [json.dumps(dict(v.to_json(), run=name), sort_keys=True)
+                          for v in session.judge_observations(dest)]
         runs.append((name, meta, rundir.read_observations(dest)))
     (out / VERDICTS).write_text("".join(line + "\n" for line in verdict_lines))
     (out / ENVIRONMENT).write_text(json.dumps(environment_statement(runs), indent=2, sort_keys=True) + "\n")

@@ -5,11 +5,11 @@ with every reason, each naming the file, the run, the cell or the check:
 
   1. integrity    every file of manifest.json is there with its sha256, and nothing else is (a tampered
                   or added file is refused)
-  2. goldens      every run was judged against this checkout's goldens revision (`nightly.provenance`);
+  2. goldens      every run was judged against this checkout's goldens revision (`job.provenance`);
                   a package judged against other goldens is refused
-  3. re-judged    each run's observations judged again by the run directory's own judge
-                  (`job.rundir.load_report`, as `conformance report` does) give exactly the verdicts the
-                  package holds (verdicts.jsonl): an edited observation changes them
+  3. re-judged    each run's observations judged again as `conformance report` judges a run
+                  (`job.session.judge_observations`) give exactly the verdicts the package holds
+                  (verdicts.jsonl): an edited observation changes them
   4. full suite   the runs together are a full run of the pinned suite: every case of the default
                   selection (`job.selection.DEFAULT_SELECTION`) with the digest this checkout pins, each
                   planned by every engine of the package (no cell missing: no shard left out, no case
@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import ConformanceError
-from conformance.job import rundir
+from conformance.job import rundir, session
 from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS, sha256_file
-from conformance.nightly.provenance import goldens_revision
+from conformance.job.provenance import goldens_revision
 
 
 class PackageRefused(ConformanceError):
@@ -86,11 +86,11 @@ def _rejudged(pkg: Path, runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
     reasons = []
     for name, _ in runs:
         try:
-            report = rundir.load_report(pkg / "runs" / name)
+            verdicts = session.judge_observations(pkg / "runs" / name)
         except ConformanceError as exc:
             reasons.append(f"runs/{name}: cannot be judged: {str(exc).splitlines()[0]}")
             continue
-        now = {(v.check, v.engine, v.case_id, v.outcome) for v in report.verdicts}
+        now = {(v.check, v.engine, v.case_id, v.outcome) for v in verdicts}
         was = recorded.get(name, set())
         for check, engine, case, outcome in sorted(now ^ was):
             side = "re-judged" if (check, engine, case, outcome) in now else "packaged"

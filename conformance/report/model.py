@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from conformance.expectations import Expectation
+from conformance.roles import ORACLE
 from conformance.verdicts import FINDING, Verdict
 
 OUTCOMES = ("pass", "fail", "finding", "refused", "error", "not run")
-ORACLE = "oracle"
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-press
 
 
 def _oracle_ready() -> bool:
-    from conformance.envs import oracle_env
+    from conformance.harness.venv import oracle_env
 
     return oracle_env(resolve_engine("sglang")).state() == "ready"
 

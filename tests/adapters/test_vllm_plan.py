@@ -13,7 +13,8 @@ import pytest
 from conformance import observation, paths
 from conformance.harness.plan_runner import plan_cases
 from conformance.harness.registry import resolve_engine
-from conformance.cases import load_all, select
+from conformance.cases import load_all
+from conformance.job.selection import select_cases
 
 pytestmark = pytest.mark.oracle
 
@@ -48,11 +49,11 @@ def _refused_cases(tmp_dir):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    from conformance.envs import oracle_env
+    from conformance.harness.venv import oracle_env
 
     if oracle_env(resolve_engine("vllm")).state() != "ready":
         pytest.skip("vLLM oracle venv not built (conformance envs install vllm)")
-    cases = select(load_all(), CASE_PATTERNS)
+    cases, _ = select_cases(CASE_PATTERNS)
     refused = _refused_cases(tmp_path_factory.mktemp("vllm-refused"))
     # The same case again at the end: determinism within one process.
     again = [c for c in cases if c.id == "tiny-dflash-c4-k8"]

@@ -19,7 +19,7 @@ from conformance import env_pack, paths
 from conformance.cli import main
 from conformance.env_pack_fetch import Pin, Target, wheel_matches
 from conformance.env_pack_scripts import Launcher, write_scripts
-from conformance.envs import oracle_env
+from conformance.harness.venv import oracle_env
 from conformance.harness.registry import resolve_engine
 
 PLATFORM = "manylinux_2_28_x86_64"

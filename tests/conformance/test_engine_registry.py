@@ -69,3 +69,14 @@ def test_an_unknown_placeholder_is_named_when_the_file_is_checked(tmp_path):
     bad.write_text('name: port\nrole: under-test\nversion: "1"\nplan: {command: {argv: ["./plan", "{max_num_seq}"]}}\n')
     out = _conformance("engines", "check", str(bad))
     assert out.returncode == 2 and f"{bad}: plan.command.argv[1]: unknown placeholder {{max_num_seq}}" in out.stdout
+
+
+def test_every_oracle_the_checks_compare_with_is_a_reserved_shipped_oracle():
+    """The reserved names are data (the shipped engine files of role oracle); an oracle a check compares with
+    that no shipped file of role oracle names could be taken by any engine file, and its goldens rewritten."""
+    from conformance.check_table import CHECKS, LIVE_CHECKS
+    from conformance.shipped import reserved_oracle_names
+
+    compared = {c.against for c in CHECKS + LIVE_CHECKS if c.against}
+    assert compared == {"vllm", "sglang"}
+    assert compared <= reserved_oracle_names() == {"vllm", "sglang"}

@@ -13,7 +13,7 @@ import pytest
 
 from conformance import env_pack, paths
 from conformance.env_pack_fetch import Target, required_glibc
-from conformance.envs import oracle_env
+from conformance.harness.venv import oracle_env
 from conformance.errors import ConformanceError
 from conformance.harness.host_env import cuda_version_text, engine_torch, nvml_environment
 from conformance.harness.pack_provenance import pack_provenance

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import load_all, select
+from conformance.job.selection import select_cases
 from conformance.observation import STEP_FIELDS
 from engine_under_test.drafting import drafting_budget
 
@@ -45,7 +45,7 @@ def both():
     from conformance.adapters.reference import plan as reference_plan
     from conformance.harness.plan_runner import plan_cases
 
-    cases = select(load_all(), ["drafting-table-*", "tiny-dflash-*", "tiny-sglang-*", "tiny-pressure-*"])
+    cases, _ = select_cases(["drafting-table-*", "tiny-dflash-*", "tiny-sglang-*", "tiny-pressure-*"])
     assert any(c.id.startswith("tiny-pressure-") for c in cases), "no tiny-pressure-* case found"
     vllm = plan_cases("vllm", cases)
     return [(c, v, reference_plan.plan(c.to_json())) for c, v in zip(cases, vllm)]

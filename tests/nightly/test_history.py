@@ -16,6 +16,7 @@ from conformance.cases import load_case
 from conformance.cli import main
 from conformance.errors import ConformanceError
 from conformance.job.rundir import OBSERVATIONS_FILE, RUN_FILE, write_json_atomic
+from conformance.job.session import judge_run_dir
 from conformance.nightly.changes import change_points
 from conformance.nightly.history import selected_series
 from conformance.nightly.history_store import MIGRATIONS, SCHEMA_VERSION, open_store
@@ -29,7 +30,7 @@ CHANGED_AT = 3                                         # at the fourth commit it
 def _runs(root: Path, slowed: bool, seed: int) -> list[Path]:
     """One run directory per commit, from a measured H200 observation: every per-wave figure moved by
     ~2% noise (a fresh draw per run); with `slowed`, output tok/s x 0.3 from commit CHANGED_AT on (outside
-    the case's regression band, 0.6 x)."""
+    the case's regression band, 0.6 x). Each is judged, as `conformance run` judges its run directory."""
     rng = random.Random(seed)
     measured = json.loads(H200_RUN.read_text().splitlines()[0])
     dirs = []
@@ -50,6 +51,7 @@ def _runs(root: Path, slowed: bool, seed: int) -> list[Path]:
             "cases": [{"id": CASE.id, "spec": CASE.spec}],
             "provenance": {"host": "gpu-host-1", "device": "NVIDIA H200 x 1", "framework_commit": commit,
                            "goldens_revision": "sha256:test", "shard": None}})
+        judge_run_dir(run_dir)
         dirs.append(run_dir)
     return dirs
 

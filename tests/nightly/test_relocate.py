@@ -1,4 +1,4 @@
-"""A run directory judged in another checkout than the one that measured it (a CI host's shard merged
+"""A run directory judged again in another checkout than the one that measured it (a CI host's shard merged
 here, a package verified elsewhere): its paths are read as this checkout's (conformance.job.relocate),
 so its verdicts are the ones it had where it ran."""
 
@@ -9,14 +9,14 @@ import shutil
 from pathlib import Path
 
 from conformance import paths
-from conformance.job.rundir import load_report
+from conformance.job.session import judge_observations
 from conformance.job.relocate import moves, relocated
 
 ELSEWHERE = "/ci/host-b/checkout"
 
 
 def _verdicts(run_dir: Path) -> set[tuple[str, str, str, str]]:
-    return {(v.check, v.engine, v.case_id, v.outcome) for v in load_report(run_dir).verdicts}
+    return {(v.check, v.engine, v.case_id, v.outcome) for v in judge_observations(run_dir)}
 
 
 def _as_if_measured_elsewhere(run_dir: Path, dest: Path, record_root: bool) -> Path:

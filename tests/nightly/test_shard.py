@@ -14,7 +14,7 @@ from conformance.check_table import CHECKS
 from conformance.cli import main
 from conformance.errors import ConformanceError
 from conformance.job.rundir import read_observations, read_run_meta
-from conformance.nightly.shard import Shard, parse_shard, shard_index
+from conformance.job.shard import Shard, parse_shard, shard_index
 
 from tests.nightly.conftest import ENGINES
 

@@ -43,7 +43,7 @@ def planned_three_times(tmp_path_factory):
         if engine not in runs_by_engine:
             spec = resolve_engine(engine)
             if spec.uses_venv:
-                from conformance.envs import oracle_env
+                from conformance.harness.venv import oracle_env
 
                 env = oracle_env(spec)
                 if env.state() != "ready":

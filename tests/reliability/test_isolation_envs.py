@@ -15,6 +15,7 @@ import pytest
 from conformance import envs
 from conformance.harness.engine_file import EngineFile, ModulePlan
 from conformance.harness.registry import resolve_engine
+from conformance.harness.venv import oracle_env
 from conformance.errors import OracleEnvError
 
 
@@ -22,7 +23,7 @@ from conformance.errors import OracleEnvError
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
 def test_ready_oracle_env_marker_records_what_was_verified(engine):
     spec = resolve_engine(engine)
-    env = envs.oracle_env(spec)
+    env = oracle_env(spec)
     if env.state() != "ready":
         pytest.skip(f"{env.path} is {env.state()}")
     marker = json.loads(env.marker.read_text())
@@ -71,7 +72,7 @@ def test_pinned_version_that_imports_another_version_is_refused(tmp_path, monkey
     with pytest.raises(OracleEnvError) as err:
         envs.install(spec)
     assert str(err.value) == "fakeoracle: pinned 1.0.0 but the venv imports 2.0.0"
-    env = envs.oracle_env(spec)
+    env = oracle_env(spec)
     assert env.state() == "incomplete", "no marker: the env is never taken as ready"
     assert not env.marker.exists()
     log = (env.path.parent / f"{env.path.name}.build.log").read_text()

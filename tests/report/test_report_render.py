@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from conformance.job.judge import judge_case
+from conformance.job.session import judge
 from conformance.report import render
 from conformance.report.model import cell_outcome, failed_run, outcome_counts
 from conformance.verdicts import Verdict
@@ -97,7 +97,8 @@ def test_interrupted_report_marks_not_run(obs_factory, report_factory, dom):
 def test_judged_report_renders_golden_verdicts(obs_factory, report_factory, dom):
     """A live oracle without a golden fails its golden checks, and the page says which golden is missing."""
     obs = {"reference": obs_factory("reference", "no-such-case"), "vllm": obs_factory("vllm", "no-such-case")}
-    verdicts = judge_case({"id": "no-such-case", "memory": {"kv_cache_bytes": 1}}, obs)
+    verdicts = judge([{"id": "no-such-case", "memory": {"kv_cache_bytes": 1}}],
+                     {("no-such-case", e): o for e, o in obs.items()}, {"reference": "under-test", "vllm": "oracle"})
     golden = [v for v in verdicts if v.check.endswith(".golden") and v.engine == "vllm"]
     assert {v.check for v in golden} == {"budget.golden", "memory.golden", "trace.golden"}
     assert all(v.failed and v.cause == "missing-golden" for v in golden)

@@ -7,8 +7,8 @@ itself and, under `--snapshot-update`, would rewrite vLLM's goldens. So the ship
 are reserved.
 
 Contract: `SHIPPED_DIR` holds the shipped engine files, `<name>.yaml` each.
-`reserved_oracle_names()` is every name the check table compares with (`check_table.CHECKS`'s
-`against`) and every shipped engine file of role oracle. `reserved_name_problem(name, role, path)`
+`reserved_oracle_names()` is the name of every shipped engine file of role oracle (data: the check
+table's oracles, each check's `against`, are among them, which its tests hold). `reserved_name_problem(name, role, path)`
 is None unless `name` is reserved and the file is not that shipped oracle's own file of role oracle
 (a copy found by path or entry point, or a file of role under-test); then a message naming the file.
 Nothing here caches: each call reads the shipped files it needs.
@@ -19,15 +19,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import paths
+from conformance.roles import ORACLE
+from conformance.yaml_file import YamlFileError, read_yaml
 
 SHIPPED_DIR = paths.PACKAGE_DIR / "engine_files"
-ORACLE = "oracle"
 
 
 def _declared_role(path: Path) -> tuple[str | None, str | None]:
     """(name, role) a shipped file declares, (None, None) where it cannot be read."""
-    from conformance.yaml_file import YamlFileError, read_yaml
-
     try:
         doc = read_yaml(path, "engine file")
     except YamlFileError:
@@ -38,9 +37,7 @@ def _declared_role(path: Path) -> tuple[str | None, str | None]:
 
 
 def reserved_oracle_names() -> frozenset[str]:
-    from conformance.check_table import CHECKS
-
-    names = {c.against for c in CHECKS if c.against}
+    names = set()
     for f in SHIPPED_DIR.glob("*.yaml"):
         name, role = _declared_role(f)
         if role == ORACLE and name == f.stem:
