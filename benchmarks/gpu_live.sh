@@ -9,7 +9,9 @@
 #   install-fw   only the framework's own needs, from $FW_WHEELS (a glob of wheels), for steps without vLLM
 #   install-sglang  reassemble SGLang's pack from $STASH/s*/spart-* (a tar of `conformance envs pack sglang`
 #                without the wheels it shares with vLLM's pack, listed in shared-with-vllm-pack.txt and linked
-#                from there) and run its install.sh into /tmp/sglang-pack/site (after `install`)
+#                from there or from wheels sent loose in $STASH/*/) and run its install.sh into
+#                /tmp/sglang-pack/site (after `install`); a $STASH/*/flashinfer-jit-cache.tgz is unpacked into
+#                SGLang's cache first
 #   golden-2b    $GOLDEN_ENGINES' (default vllm) live golden of live-2b-dflash-k8 (pytest --snapshot-update)
 #   golden-27b   the same for live-27b-dflash-c32-k8
 #   golden-bg    both cases' goldens of $GOLDEN_ENGINES in one pytest session, in the background (it outlasts
@@ -67,7 +69,11 @@ for step in "$@"; do
     install-sglang)
       mkdir -p "$SPACK"
       cat "$STASH"/s*/spart-* | tar xf - -C "$SPACK" || exit 1
-      while read -r w; do [ -f "$SPACK/wheels/$w" ] || ln "$PACK/wheels/$w" "$SPACK/wheels/$w" || exit 1
+      # the wheels SGLang's pack shares with vLLM's: from vLLM's pack, else from pieces sent loose ($STASH/*/*.whl)
+      while read -r w; do
+        [ -f "$SPACK/wheels/$w" ] && continue
+        src=$(ls "$PACK/wheels/$w" "$STASH"/*/"$w" 2>/dev/null | head -1)
+        [ -n "$src" ] && ln "$src" "$SPACK/wheels/$w" || { echo "missing wheel $w (not in $PACK/wheels nor $STASH/*/)"; exit 1; }
       done < "$SPACK/shared-with-vllm-pack.txt"
       ldd --version | head -1 | tee -a "$OUT/gpu.txt"
       if ! bash "$SPACK/install.sh" > "$OUT/install-sglang.log" 2>&1; then
@@ -79,6 +85,11 @@ for step in "$@"; do
           --target "$SPACK/site" "$SPACK"/wheels/*.whl >> "$OUT/install-sglang.log" 2>&1 || { tail -20 "$OUT/install-sglang.log"; exit 1; }
         sha256sum "$SPACK/oracle-pack.json" | cut -d' ' -f1 > "$SPACK/site/.oracle-pack.sha256"
       fi
+      # FlashInfer's JIT-compiled kernels of an earlier run on this kind of card (sm90), if sent: SGLang's first
+      # start then skips compiling them with the host's nvcc (about two minutes)
+      for jit in "$STASH"/*/flashinfer-jit-cache.tgz; do
+        [ -f "$jit" ] && mkdir -p "$HOME/.cache/sglang/.cache" && tar xzf "$jit" -C "$HOME/.cache/sglang/.cache" && echo "JIT cache from $jit"
+      done
       "$SPACK/bin/python" -c "import sglang, torch, sgl_kernel; print('sglang', sglang.__version__, 'torch', torch.__version__, 'cuda', torch.version.cuda)" 2>&1 | tail -3 | tee -a "$OUT/gpu.txt"
       ;;
     install-fw)
