@@ -129,9 +129,10 @@ CHUNK_MIN_TOKENS = 64      # fla's chunk: shorter inputs (decode) take the recur
 
 def l2norm_float32(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x / sqrt(sum(x^2) + eps) over the last axis, computed in float32, returned in x's dtype
-    (what fla's `use_qk_l2norm_in_kernel` computes before its chunked kernels)."""
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.square().sum(dim=-1, keepdim=True) + eps)).to(x.dtype)
+    (what fla's `use_qk_l2norm_in_kernel` computes before its chunked kernels). NOTE: peak
+    memory: the norm reduces x without a float32 copy of it; one float32 product is alive."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float32)
+    return torch.mul(x, torch.rsqrt(norm.square_() + eps)).to(x.dtype)
 
 
 def fla_chunk_inputs(q, k, v, g, beta, state) -> dict:
