@@ -171,7 +171,7 @@ def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
     if not save_all_states:
         if q.dtype in (torch.bfloat16, torch.float16) and seq_len >= CHUNK_MIN_TOKENS:
             o, state = fla_chunk(**fla_chunk_inputs(q, k, v, g, beta, state), output_final_state=True)
-            return o.view(q.shape[0], seq_len, *o.shape[2:]), state
+            return o.reshape(q.shape[0], seq_len, *o.shape[2:]), state
         return fla_recurrent(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
                              use_qk_l2norm_in_kernel=True)
     outs, states = [], []
