@@ -26,6 +26,7 @@
 #                vLLM, the reference and the slowed port) on the same case; verdicts in
 #                $OUT/same-run-pytest/verdicts.jsonl
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
+#                and of its kernels (fla's packed chunked call among them)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -127,7 +128,7 @@ for step in "$@"; do
       ;;
     engine-tests)
       "${T[@]}" python3 -m pytest tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py \
-        tests/engine_under_test/test_chain_kernel.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
+        tests/engine_under_test/test_chain_kernel.py tests/engine_under_test/test_gpu_kernels.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
         | tee "$OUT/engine-tests.log" | tail -15
       ;;
     same-run)

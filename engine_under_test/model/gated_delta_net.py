@@ -127,13 +127,39 @@ BACKENDS = ("torch", "fla", "fla_per_position")
 CHUNK_MIN_TOKENS = 64      # fla's chunk: shorter inputs (decode) take the recurrent kernel
 
 
+def l2norm_float32(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """x / sqrt(sum(x^2) + eps) over the last axis, computed in float32, returned in x's dtype
+    (what fla's `use_qk_l2norm_in_kernel` computes before its chunked kernels). NOTE: peak
+    memory: the norm reduces x without a float32 copy of it; one float32 product is alive."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float32)
+    return torch.mul(x, torch.rsqrt(norm.square_() + eps)).to(x.dtype)
+
+
+def fla_chunk_inputs(q, k, v, g, beta, state) -> dict:
+    """The keyword arguments of fla's `chunk_gated_delta_rule` for G sequences of equal length L
+    ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` (varlen), q and k
+    l2-normalised here (`use_qk_l2norm_in_kernel` off).
+
+    NOTE: whatever G and L a prefill step brings, fla's kernels see batch 1 and no shape-keyed
+    autotune: its cumsum kernel takes the batch size as a compile-time constant and autotunes per
+    batch size, and its l2norm kernel autotunes (25 configurations, compiled) per 2048 rows of
+    q / k (`NB`); both ran the first time a prefill step brought a new batch size or token
+    count, on the serving path (hundreds of ms, in the middle of a measured wave)."""
+    G, L = q.shape[:2]
+    cu_seqlens = torch.arange(0, (G + 1) * L, L, dtype=torch.long, device=q.device)
+    packed = {name: x.reshape(1, G * L, *x.shape[2:])
+              for name, x in (("q", l2norm_float32(q)), ("k", l2norm_float32(k)), ("v", v), ("g", g), ("beta", beta))}
+    return {**packed, "initial_state": state, "cu_seqlens": cu_seqlens, "use_qk_l2norm_in_kernel": False}
+
+
 def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
     """fla-core kernels (fla maps value head h to key head h // (Hv / Hk), as repeat_interleave).
     NOTE: g and beta go by keyword: fused_recurrent's fourth and fifth parameters are g and gk.
 
-    The chunked kernel runs half-precision prefills of >= CHUNK_MIN_TOKENS; the fused recurrent
-    kernel runs the rest: decode, float32 (the chunked kernel's dots run in TF32, the recurrent
-    one is IEEE float32 throughout) and snapshots, one call per position.
+    The chunked kernel runs half-precision prefills of >= CHUNK_MIN_TOKENS (`fla_chunk_inputs`:
+    one packed sequence list, q and k normalised here); the fused recurrent kernel runs the rest:
+    decode, float32 (the chunked kernel's dots run in TF32, the recurrent one is IEEE float32
+    throughout) and snapshots, one call per position.
     """
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule as fla_recurrent
@@ -144,8 +170,8 @@ def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
     seq_len = q.shape[1]
     if not save_all_states:
         if q.dtype in (torch.bfloat16, torch.float16) and seq_len >= CHUNK_MIN_TOKENS:
-            return fla_chunk(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
-                             use_qk_l2norm_in_kernel=True)
+            o, state = fla_chunk(**fla_chunk_inputs(q, k, v, g, beta, state), output_final_state=True)
+            return o.reshape(q.shape[0], seq_len, *o.shape[2:]), state
         return fla_recurrent(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
                              use_qk_l2norm_in_kernel=True)
     outs, states = [], []

@@ -57,7 +57,7 @@ from engine_under_test.runtime.device_verify import (PendingRead, StepTokens, ac
                                                      emitted_tokens, modeled_accepted_lengths, unpack)
 from engine_under_test.runtime.verify import verify
 
-GRAPH_BACKENDS = ("fla", "torch")
+GRAPH_BACKENDS = ("fla", "fla_per_position", "torch")   # gated_delta_net.BACKENDS the graphs run
 DEFAULT_CAPTURE_SIZES = (1, 2, 4, 8, 16, 24, 32)
 
 

@@ -10,6 +10,12 @@ flight gets an `ErrorEvent`, `fatal` holds the traceback and the thread ends (th
 reports unhealthy and exits). A request the engine refuses at `add_request` (any exception)
 gets an `ErrorEvent` of its own; the thread goes on.
 
+Arrivals at an idle engine: the thread blocks while nothing is unfinished; woken by a request, it
+keeps taking requests until none has arrived for `arrival_gap_s` (at most `max_arrival_wait_s`
+in all) and only then steps, so requests sent together (a wave of clients; the HTTP thread hands
+them over one by one) are prefilled together rather than the first one alone while the rest
+wait for its whole step. A busy engine takes whatever has arrived before each step, no waiting.
+
 A pipelined engine (async scheduling, engine.py) may return no outputs from a `step()` that
 launched a step on the device, and stays unfinished while a launched step is unread
 (`has_unfinished_requests`); its outputs come with the next call. The loop keeps stepping while
@@ -25,11 +31,16 @@ from __future__ import annotations
 import itertools
 import queue
 import threading
+import time
 import traceback
 from typing import Any, Callable, NamedTuple
 
 IDLE_WAIT_S = 0.05
 MAX_SHUTDOWN_STEPS = 8     # steps to read what is in flight once every request is aborted
+# An idle engine thread woken by a request waits for the requests arriving with it before its
+# first step: until no other arrives for ARRIVAL_GAP_S, at most MAX_ARRIVAL_WAIT_S in all.
+ARRIVAL_GAP_S = 0.001
+MAX_ARRIVAL_WAIT_S = 0.01
 
 
 class TokenEvent(NamedTuple):
@@ -61,9 +72,12 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
 
 
 class EngineLoop:
-    def __init__(self, engine: Any, stats_fn: Callable[[Any], dict[str, float]]):
+    def __init__(self, engine: Any, stats_fn: Callable[[Any], dict[str, float]],
+                 arrival_gap_s: float = ARRIVAL_GAP_S, max_arrival_wait_s: float = MAX_ARRIVAL_WAIT_S):
         self._engine = engine
         self._stats_fn = stats_fn
+        self._arrival_gap_s = arrival_gap_s
+        self._max_arrival_wait_s = max_arrival_wait_s
         self._inbox: "queue.Queue[_Submit | _Abort | None]" = queue.Queue()
         self._streams: dict[str, _Submit] = {}           # engine thread only
         self._ids = itertools.count()
@@ -121,16 +135,27 @@ class EngineLoop:
         self._counters["num_prompt_tokens"] += len(item.prompt_token_ids)
 
     def _drain(self, block: bool) -> None:
+        """Handle what the inbox holds; `block` (the engine is idle): wait for the first item, and
+        after a request, for the requests arriving with it (see the module docstring)."""
         try:
             item = self._inbox.get(timeout=IDLE_WAIT_S) if block else self._inbox.get_nowait()
         except queue.Empty:
             return
         self._handle(item)
-        while True:
+        gather = block and isinstance(item, _Submit)
+        deadline = time.monotonic() + self._max_arrival_wait_s
+        while item is not None:
             try:
-                self._handle(self._inbox.get_nowait())
+                item = self._inbox.get_nowait()
             except queue.Empty:
-                return
+                left = deadline - time.monotonic()
+                if not gather or left <= 0:
+                    return
+                try:
+                    item = self._inbox.get(timeout=min(self._arrival_gap_s, left))
+                except queue.Empty:
+                    return
+            self._handle(item)
 
     def _route(self, outputs: Any) -> None:
         for out in outputs or ():

@@ -85,11 +85,14 @@ def test_snapshot_kernel_writes_every_saved_state(dtype):
 
 
 def test_fla_kernels_match_the_reference():
-    # bf16 prefill through the chunked kernel (GVA: 4 key heads, 8 value heads), across chunks
-    q, k, v, g, beta, s0 = _inputs(2, 150, 4, 8, 128, 128, 2, torch.bfloat16)
-    o, s = fla_gated_delta_rule(q, k, v, g, beta, s0, save_all_states=False)
-    ref_o, ref_s = chunk_gated_delta_rule(q.double(), k.double(), v.double(), g.double(), beta.double(), s0.double())
-    assert _rel(o, ref_o) < 2e-2 and _rel(s, ref_s) < 2e-2, (_rel(o, ref_o), _rel(s, ref_s))
+    # bf16 prefill through the chunked kernel (GVA: 4 key heads, 8 value heads), across chunks,
+    # G sequences packed into one varlen call (fla_chunk_inputs)
+    for G, L in ((2, 150), (5, 64)):
+        q, k, v, g, beta, s0 = _inputs(G, L, 4, 8, 128, 128, 2, torch.bfloat16)
+        o, s = fla_gated_delta_rule(q, k, v, g, beta, s0, save_all_states=False)
+        ref_o, ref_s = chunk_gated_delta_rule(q.double(), k.double(), v.double(), g.double(), beta.double(),
+                                              s0.double())
+        assert _rel(o, ref_o) < 2e-2 and _rel(s, ref_s) < 2e-2, (G, L, _rel(o, ref_o), _rel(s, ref_s))
     # float32 through the recurrent kernel (decode-sized and prefill-sized), and per position
     for L in (1, 70):
         q, k, v, g, beta, s0 = _inputs(3, L, 4, 8, 128, 128, 3 + L, torch.float32)

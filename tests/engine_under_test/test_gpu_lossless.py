@@ -57,6 +57,11 @@ def _llm(target, draft=None, k=0, backend="fla", **kw):
               dtype="float32", **kw)
     assert llm.engine.target.gdn_backend == "fla"
     llm.engine.target.gdn_backend = backend
+    runner = llm.engine.runner
+    if backend != "fla" and runner.graphs is not None:
+        # the decode graphs run the backend they were captured with (DecodeGraphs.can_run):
+        # captured again for this one, or every step of it would run eagerly and none chain
+        runner.capture_decode_graphs(runner.graphs.sizes, llm.engine.cfg.max_model_len)
     return llm
 
 
