@@ -49,7 +49,8 @@ def _split(eng, steps: int) -> dict[str, float]:
     graphs = eng.runner.graphs
     parts: dict[str, list[float]] = defaultdict(list)
     sync = torch.cuda.synchronize
-    orig = {n: getattr(graphs, n) for n in ("_fill_target", "_fill_draft")}
+    fills, meta = graphs.fills, graphs.buffers.meta
+    orig = {n: getattr(fills, n) for n in ("target", "draft")}
 
     def timed(name, fn):
         def run(*a, **kw):
@@ -61,18 +62,14 @@ def _split(eng, steps: int) -> dict[str, float]:
             return out
         return run
 
-    graphs._fill_target = timed("fill_target", orig["_fill_target"])
-    meta_fill = graphs.meta.fill
-    graphs.meta.fill = timed("fill_target.copy_to_device", meta_fill)     # the pinned copy + its H2D, inside
-    graphs._fill_draft = timed("verify+fill_draft", orig["_fill_draft"])
-    replays = {B: (gt, gd) for B, (gt, gd) in graphs.graphs.items()}
-    for B, (gt, gd) in replays.items():
-        gt.replay = timed("target_replay", gt.replay)
-        gd.replay = timed("draft_replay", gd.replay)
-    for gv in graphs.verify_graphs.values():
-        gv.replay = timed("verify_replay", gv.replay)
-    for gc in graphs.commit_graphs.values():
-        gc.replay = timed("commit_replay", gc.replay)
+    fills.target = timed("fill_target", orig["target"])
+    meta_fill = meta.fill
+    meta.fill = timed("fill_target.copy_to_device", meta_fill)     # the pinned copy + its H2D, inside
+    fills.draft = timed("verify+fill_draft", orig["draft"])
+    timed_graphs = [(name, getattr(sg, name)) for sg in graphs.captured.by_size.values()
+                    for name in ("target", "draft", "verify", "commit")]
+    for name, g in timed_graphs:
+        g.replay = timed(f"{name}_replay", g.replay)
     sched_orig = eng.scheduler.schedule
     eng.scheduler.schedule = timed("schedule", sched_orig)
     exe_orig = eng.runner.execute
@@ -85,14 +82,10 @@ def _split(eng, steps: int) -> dict[str, float]:
             sync()
             parts["step"].append(time.perf_counter() - t0)
     finally:
-        graphs._fill_target, graphs._fill_draft = orig["_fill_target"], orig["_fill_draft"]
-        del graphs.meta.fill
-        for B, (gt, gd) in replays.items():
-            del gt.replay, gd.replay
-        for gv in graphs.verify_graphs.values():
-            del gv.replay
-        for gc in graphs.commit_graphs.values():
-            del gc.replay
+        fills.target, fills.draft = orig["target"], orig["draft"]
+        del meta.fill
+        for _, g in timed_graphs:
+            del g.replay
         eng.scheduler.schedule = sched_orig
         eng.runner.execute = exe_orig
     return {n: 1e3 * sorted(v)[len(v) // 2] for n, v in parts.items()}
@@ -100,11 +93,10 @@ def _split(eng, steps: int) -> dict[str, float]:
 
 def _graph_device_ms(eng, c: int, reps: int) -> dict[str, float]:
     graphs = eng.runner.graphs
-    B = next(s for s in graphs.sizes if s >= c)
-    gt, gd = graphs.graphs[B]
+    sg = graphs.captured.by_size[graphs.geometry.size_for(c)]
     out = {}
-    for name, g in (("target_graph", gt), ("verify_graph", graphs.verify_graphs[B]),
-                    ("commit_graph", graphs.commit_graphs[B]), ("draft_graph", gd)):
+    for name, g in (("target_graph", sg.target), ("verify_graph", sg.verify), ("commit_graph", sg.commit),
+                    ("draft_graph", sg.draft)):
         times = []
         for _ in range(reps):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -122,9 +114,8 @@ def _graph_kernels(eng, c: int, reps: int, trace_path: Path) -> list[dict]:
     from torch.profiler import ProfilerActivity, profile
 
     graphs = eng.runner.graphs
-    B = next(s for s in graphs.sizes if s >= c)
-    gt, gd = graphs.graphs[B]
-    gv, gc = graphs.verify_graphs[B], graphs.commit_graphs[B]
+    sg = graphs.captured.by_size[graphs.geometry.size_for(c)]
+    gt, gv, gc, gd = sg.target, sg.verify, sg.commit, sg.draft
     gt.replay(), gv.replay(), gc.replay(), gd.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:

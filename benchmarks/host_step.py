@@ -43,9 +43,9 @@ def _engine(args, c: int):
     graphs = eng.runner.graphs
     if graphs is None:
         raise SystemExit("host_step: no captured decode path (enforce_eager?)")
-    graphs._target_body = lambda B: None                  # the device's work, gone
-    graphs._verify_body = lambda B: None
-    graphs._draft_body = lambda B, aux: None
+    graphs.bodies.target = lambda B: None                  # the device's work, gone
+    graphs.bodies.verify = lambda B: None
+    graphs.bodies.draft = lambda B, aux: None
     return eng
 
 
@@ -54,9 +54,9 @@ def _timed_steps(eng, num_steps: int) -> list[float]:
     graphs, counted = eng.runner.graphs, []
     run = graphs._execute_one_sync
 
-    def counting(reqs, result):
+    def counting(reqs, result, acceptance=None):
         counted.append(len(reqs))
-        return run(reqs, result)
+        return run(reqs, result, acceptance)
 
     graphs._execute_one_sync = counting
     times = []

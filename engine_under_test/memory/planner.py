@@ -24,7 +24,7 @@ from engine_under_test.memory.specs import AttentionLayerSpec, build_layer_specs
 from engine_under_test.pool import PoolLayout, build_layout
 from engine_under_test.shapes import DTYPE_SIZE_BYTES, DraftShape, TargetShape
 
-# CUDA graphs of the decode step (runtime/decode_graphs.py): the fixed logits buffer of the
+# CUDA graphs of the decode step (runtime/decode_graphs.py, buffers in step_buffers.py): the fixed logits buffer of the
 # largest captured batch (max_num_seqs x (1 + k) rows of the vocabulary, computed below) plus the
 # graph pool's activations and fixed metadata buffers. Past the logits, capture took 0.137 GiB
 # of the allocator on one H200 (2b shapes, k = 8, max_num_seqs 32: 0.27 GiB in all, 0.133 GiB of

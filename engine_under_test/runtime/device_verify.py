@@ -19,7 +19,7 @@ target ran, so they run here, in fixed shapes, between the target and drafter gr
         k), as `verify.verify` emits for a greedy request under either rule (judged greedily the
         accepted drafts equal argmax[0 .. m - 1] anyway). Columns past m are the argmax.
     draft_query(argmax, m, num_computed, capacity_tokens, tables, ...) -> ({field: tensor}, drafting):
-        the drafter's query block, the fields `DecodeGraphs._fill_draft` fills on the host, with
+        the drafter's query block, the fields `StepFills.draft` (step_fills.py) fills on the host, with
         the same values: ids [argmax[m], mask x k], positions p .. p + k with
         p = num_computed + 1 + m (the last output token's position), seq_len p + k + 1, and the
         pool (block, row) of each position through the attention group's block table; and

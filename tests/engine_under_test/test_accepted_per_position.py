@@ -19,7 +19,7 @@ import random
 import pytest
 
 from engine_under_test.llm import LLM, SamplingParams
-from engine_under_test.runtime import decode_graphs
+from engine_under_test.runtime import step_bodies
 from engine_under_test.runtime.decode_graphs import DecodeGraphs
 
 K = 4
@@ -91,7 +91,7 @@ def test_device_verified_steps_count_what_they_read(tiny_checkpoints, monkeypatc
                     if not finished[sr.req_id].status.is_finished)
         return out
 
-    monkeypatch.setattr(decode_graphs, "accepted_lengths", rule)
+    monkeypatch.setattr(step_bodies, "accepted_lengths", rule)
     monkeypatch.setattr(DecodeGraphs, "collect", recording)
     llm = _llm(tiny_checkpoints, enforce_eager=False, async_scheduling=async_scheduling)
     stats = _run(llm)

@@ -23,7 +23,7 @@ DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def _torch_chain(meta: MetaBuffers, tokens, B: int, k: int, bs: int, attn, state) -> None:
-    """What DecodeGraphs._chain_body does off CUDA."""
+    """What StepBodies.chain does off CUDA."""
     argmax, accepted, drafting, drafts = tokens
     valid, vals = chain_inputs(argmax, accepted, drafting, drafts, meta.view("prev_row")[:B], meta.view("nc_opt")[:B],
                                {g: meta.view(f"table{g}")[:B] for g in attn},

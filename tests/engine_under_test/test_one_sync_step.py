@@ -12,7 +12,7 @@ blocks), so a verify step with every draft accepted has no room to draft; three 
 captured size of four; a sampling request sends its steps down the two-sync path; a fixed or
 0 / 1 synthetic acceptance model is decided on the device and equals the host's step for step.
 Below the engine, the device rule is checked against `verify` on random rows,
-and the device-built query buffers against the host fill (`_fill_draft`) for query blocks
+and the device-built query buffers against the host fill (`fills.draft`) for query blocks
 within two tokens of their block table's end.
 """
 
@@ -85,9 +85,10 @@ class _Recorder:
     def _step(self, path, reqs, result) -> _Step:
         g = self.graphs
         B = next(s for s in g.sizes if s >= len(reqs))
-        rows = {name: B * (g.k + 1) if name.startswith(("q_ids", "q_pos", "q_blk", "q_row")) else B
-                for name in g.dmeta.shapes}
-        query = {name: g.dmeta.view(name)[:n].tolist() for name, n in rows.items()}
+        dmeta = g.buffers.dmeta
+        rows = {name: B * (g.geometry.k + 1) if name.startswith(("q_ids", "q_pos", "q_blk", "q_row")) else B
+                for name in dmeta.shapes}
+        query = {name: dmeta.view(name)[:n].tolist() for name, n in rows.items()}
         return _Step(path, len(reqs), {r: list(t) for r, t in result.sampled.items()},
                      {r: list(d) for r, d in result.drafts.items()}, result.num_draft_tokens,
                      result.num_accepted_tokens, query)
@@ -224,30 +225,32 @@ def test_accepted_lengths_follow_greedy_verify():
 def _request(graphs, rng, i: int) -> tuple[ScheduledRequest, list[int]]:
     """A verify step's request whose query block lies within 2 tokens of its block table's end
     (either side), and the target's argmax rows for it, with m accepted drafts."""
-    k, L, bs = graphs.k, graphs.L, graphs.bs
+    geo = graphs.geometry
+    k, L, bs = geo.k, geo.L, geo.bs
     m = rng.randrange(k + 1)
     argmax = [rng.randrange(2, 1000) for _ in range(L)]
     drafts = (argmax[:m] + [(argmax[m] + 1) % 1000] + [rng.randrange(2, 1000) for _ in range(k)])[:k]
     if m < k - 1 and rng.random() < 0.3:
         drafts[m + 1:] = [-1] * (k - m - 1)                        # padded slots after the rejection
-    num_blocks = rng.randrange(2, graphs.W + 1)
+    num_blocks = rng.randrange(2, geo.W + 1)
     num_computed = num_blocks * bs - (1 + m + k + 1) + rng.choice([-2, -1, 0, 1])   # p + k + 1 vs capacity
-    block_ids = {g: tuple(rng.sample(range(1, 200), num_blocks + (j % 2))) for j, g in enumerate(graphs.attn_gids)}
+    block_ids = {g: tuple(rng.sample(range(1, 200), num_blocks + (j % 2))) for j, g in enumerate(geo.attn_gids)}
     sr = ScheduledRequest(req_id=str(i), num_computed_tokens=num_computed, num_scheduled_tokens=L,
                           token_ids=(argmax[0], *drafts), spec_token_ids=tuple(drafts), block_ids=block_ids,
-                          state_block_ids={s: tuple(range(1, L + 1)) for s in graphs.state_gids},
+                          state_block_ids={s: tuple(range(1, L + 1)) for s in geo.state_gids},
                           is_prefill_chunk=False, is_new=False)
     return sr, argmax
 
 
 def _query_rows(graphs, B: int) -> dict[str, list[int]]:
-    return {name: graphs.dmeta.view(name)[:B * (graphs.k + 1) if name != "q_seq_lens" else B].tolist()
-            for name in graphs.dmeta.shapes}
+    dmeta = graphs.buffers.dmeta
+    return {name: dmeta.view(name)[:B * (graphs.geometry.k + 1) if name != "q_seq_lens" else B].tolist()
+            for name in dmeta.shapes}
 
 
 @pytest.mark.parametrize("k", [4, 8])
 def test_device_query_equals_host_fill_at_the_room_boundary(tiny_checkpoints, k):
-    """`_verify_body` (device) and `_fill_draft` (host) give the drafter the same query buffers,
+    """`bodies.verify` (device) and `fills.draft` (host) give the drafter the same query buffers,
     padded sequences and sequences one token short of room included."""
     target, draft = tiny_checkpoints
     graphs = _llm(target, draft, k).engine.runner.graphs
@@ -258,14 +261,15 @@ def test_device_query_equals_host_fill_at_the_room_boundary(tiny_checkpoints, k)
             n = rng.randrange(1, 5)
             B = next(s for s in graphs.sizes if s >= n)
             reqs, rows = zip(*(_request(graphs, rng, i) for i in range(n)))
-            graphs._fill_target(list(reqs))
-            graphs.argmax[:n * graphs.L] = torch.tensor([t for row in rows for t in row])
-            graphs._verify_body(B)
-            device = _query_rows(graphs, B), graphs.tokens.accepted[:n].tolist(), graphs.tokens.drafting[:n].tolist()
-            sampled = {sr.req_id: verify(torch.zeros(graphs.L, 4), list(sr.spec_token_ids), GREEDY, None, None,
+            graphs.fills.target(list(reqs))
+            buf = graphs.buffers
+            buf.argmax[:n * graphs.geometry.L] = torch.tensor([t for row in rows for t in row])
+            graphs.bodies.verify(B)
+            device = _query_rows(graphs, B), buf.tokens.accepted[:n].tolist(), buf.tokens.drafting[:n].tolist()
+            sampled = {sr.req_id: verify(torch.zeros(graphs.geometry.L, 4), list(sr.spec_token_ids), GREEDY, None, None,
                                          argmax=row) for sr, row in zip(reqs, rows)}
             accepted = {r: len(t) - 1 for r, t in sampled.items()}
-            drafting = graphs._fill_draft(list(reqs), sampled, accepted)
+            drafting = graphs.fills.draft(list(reqs), sampled, accepted)
             host = _query_rows(graphs, B), list(accepted.values()), [int(b in drafting) for b in range(n)]
             assert device == host, f"trial {trial}"
             seen |= set(host[2]) | ({"padded"} if n < B else set())

@@ -7,7 +7,7 @@ synchronous engine produces, on the CPU where the captured bodies run eagerly.
 - Every accepted length 0 .. k: the device rule is replaced in both engines by one that accepts a
   length read off the target's argmax (so the real drafter's misses do not pin it at 0); outputs
   stay identical, and every chained step's buffers, as the device derived them, equal what the
-  host fill writes for the same requests resolved on the host (`host_resolved` + `_fill_target`).
+  host fill writes for the same requests resolved on the host (`host_resolved` + `fills.target`).
 - A planned step that cannot be chained runs after its predecessor with host-resolved inputs.
 - A request that arrives, and one that is aborted, while a step is in flight: the pipeline drains,
   the other requests' outputs are the synchronous engine's, the aborted one reports nothing more.
@@ -29,7 +29,7 @@ import pytest
 import torch
 
 from engine_under_test.llm import LLM, SamplingParams
-from engine_under_test.runtime import decode_graphs
+from engine_under_test.runtime import step_bodies
 from engine_under_test.runtime.chained_inputs import host_resolved
 from engine_under_test.runtime.decode_graphs import DecodeGraphs
 from engine_under_test.scheduler.output import SchedulerOutput
@@ -82,7 +82,7 @@ def _argmax_rule(monkeypatch, seen: set[int]) -> None:
         seen.update(step.rows.accepted.tolist())
         return out
 
-    monkeypatch.setattr(decode_graphs, "accepted_lengths", rule)
+    monkeypatch.setattr(step_bodies, "accepted_lengths", rule)
     monkeypatch.setattr(DecodeGraphs, "collect", counting)
 
 
@@ -109,7 +109,7 @@ def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpo
     def watched_launch(self, reqs, prev=None, acceptance=None):
         step = launch(self, reqs, prev, acceptance)
         if prev is not None:            # the buffers as the device derived them, before the next fill
-            pending[id(step)] = (reqs, prev, self.meta.device_buffer.clone())
+            pending[id(step)] = (reqs, prev, self.buffers.meta.device_buffer.clone())
         return step
 
     def watched_collect(self, step, result):
@@ -124,13 +124,14 @@ def test_every_accepted_length_derived_on_the_device_as_on_the_host(tiny_checkpo
                 resolved = host_resolved(planned, sampled, drafts, set(sampled), K).scheduled
                 # as runner.collect does right after: the state slots prev's commit wrote
                 self.runner._remember_states(prev.reqs, {rid: len(t) - 1 for rid, t in sampled.items()})
+                meta = self.buffers.meta
                 with torch.inference_mode():
-                    saved = self.meta.device_buffer.clone()
-                    self._fill_target(list(resolved))
-                    for name in self.meta.shapes:
+                    saved = meta.device_buffer.clone()
+                    self.fills.target(list(resolved))
+                    for name in meta.shapes:
                         if name not in ("prev_row", "nc_opt"):
-                            assert torch.equal(self.meta.view(name), _field(self.meta, derived, name)), name
-                    self.meta.device_buffer.copy_(saved)
+                            assert torch.equal(meta.view(name), _field(meta, derived, name)), name
+                    meta.device_buffer.copy_(saved)
                 if saved.is_cuda:           # the extra fill took a pinned buffer's turn: let its copies land
                     torch.cuda.synchronize()
                 checked.append(len(reqs))
