@@ -23,11 +23,7 @@ from conformance.goldens import find_golden  # noqa: E402
 from conformance.live.checks import bound_of, overruns  # noqa: E402
 from conformance.live.intervals import ratio_interval  # noqa: E402
 from conformance.live.view import live_view, rungs_by_concurrency  # noqa: E402
-
-
-def _median(xs: list[float]) -> float | None:
-    xs = sorted(xs)
-    return None if not xs else xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
+from conformance.report.live_tables import median_of  # noqa: E402
 
 
 def tables(views: dict[str, dict], oracle: str, util: float | None) -> str:
@@ -41,8 +37,8 @@ def tables(views: dict[str, dict], oracle: str, util: float | None) -> str:
                 continue
             ref = base.get(c)
             ratio = ratio_interval(r["output_tok_per_s"], ref["output_tok_per_s"]) if ref and e != oracle else None
-            out.append(f"| {e} | {c} | {_median(r['output_tok_per_s']):,.0f} | {_median(r['ttft_ms_p50']):.1f} | "
-                       f"{_median(r['tpot_ms_p50']):.2f} | {r.get('mean_acceptance_length')} | "
+            out.append(f"| {e} | {c} | {median_of(r['output_tok_per_s']):,.0f} | {median_of(r['ttft_ms_p50']):.1f} | "
+                       f"{median_of(r['tpot_ms_p50']):.2f} | {r.get('mean_acceptance_length')} | "
                        f"{ratio.text() if ratio else '-'} |")
     if util:
         out += ["", "| engine | bound | " + " | ".join(["idle"] + [f"c={c}" for c in sorted(base)]) + " |",

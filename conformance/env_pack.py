@@ -27,7 +27,8 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from conformance.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, sha256_of, validate_target
+from conformance.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, validate_target
+from conformance.file_digest import sha256_of
 from conformance.env_pack_scripts import Launcher, write_scripts
 from conformance.errors import ConformanceError
 from conformance.harness.engine_file import EngineFile

@@ -12,7 +12,6 @@ package when no such wheel exists.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import shutil
@@ -126,14 +125,6 @@ def required_glibc(wheel_file: str) -> tuple[int, int] | None:
         elif legacy:
             needs.append((2, _LEGACY_MANYLINUX[legacy.group(1)]))
     return min(needs) if needs else None
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _place(src: Path, wheels_dir: Path) -> Path:

@@ -32,6 +32,7 @@ import os
 import socket
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -161,7 +162,7 @@ class _Core:
     def __init__(self, cfg: StubConfig, state: StubState) -> None:
         self.cfg, self.state = cfg, state
         self.cache: dict[tuple[int, int, bool], list[bytes]] = {}
-        self.waiting: list[tuple[Any, list[bytes]]] = []   # requests without a seat (max_running), in arrival order
+        self.waiting: deque[tuple[Any, list[bytes]]] = deque()   # requests without a seat (max_running), in arrival order
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def handle(self, tr: Any, method: bytes, path: bytes, body: bytes) -> None:
@@ -263,7 +264,7 @@ class _Core:
         st.num_draft_tokens += num_steps * cfg.num_speculative_tokens
         st.num_accepted_tokens += num_steps * (cfg.tokens_per_step - 1)
         while self.waiting and (not cfg.max_running or st.in_flight < cfg.max_running):
-            tr, writes = self.waiting.pop(0)
+            tr, writes = self.waiting.popleft()
             if tr.is_closing():
                 continue
             self.admit(tr, writes)

@@ -17,26 +17,18 @@ Contract: `write_package(run_dirs, out)` writes `out/` (which must not exist or 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
 from conformance.errors import ConformanceError
+from conformance.file_digest import sha256_of
 from conformance.job import rundir, session
 
 FORMAT = "dflash-conformance-package/1"
 RUN_FILES = (rundir.OBSERVATIONS_FILE, rundir.RUN_FILE, rundir.JUNIT_FILE, rundir.INDEX_FILE)
 MANIFEST, ENVIRONMENT, VERDICTS = "manifest.json", "environment.json", "verdicts.jsonl"
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _hardware(observations: Sequence[dict[str, Any]]) -> list[str]:
@@ -102,7 +94,7 @@ def write_package(run_dirs: Sequence[Path], out: Path) -> Path:
         runs.append((name, meta, rundir.read_observations(dest)))
     (out / VERDICTS).write_text("".join(line + "\n" for line in verdict_lines))
     (out / ENVIRONMENT).write_text(json.dumps(environment_statement(runs), indent=2, sort_keys=True) + "\n")
-    files = {p.relative_to(out).as_posix(): sha256_file(p) for p in sorted(out.rglob("*")) if p.is_file()}
+    files = {p.relative_to(out).as_posix(): sha256_of(p) for p in sorted(out.rglob("*")) if p.is_file()}
     (out / MANIFEST).write_text(json.dumps({"format": FORMAT, "runs": [n for n, _, _ in runs], "files": files},
                                            indent=2, sort_keys=True) + "\n")
     return out

@@ -26,7 +26,8 @@ from typing import Any
 
 from conformance.errors import ConformanceError
 from conformance.job import rundir, session
-from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS, sha256_file
+from conformance.file_digest import sha256_of
+from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS
 from conformance.job.provenance import goldens_revision
 
 
@@ -59,7 +60,7 @@ def _integrity(pkg: Path, manifest: dict[str, Any]) -> list[str]:
         path = pkg / rel
         if not path.is_file():
             reasons.append(f"{rel}: listed in the manifest, missing")
-        elif sha256_file(path) != digest:
+        elif sha256_of(path) != digest:
             reasons.append(f"{rel}: sha256 differs from the manifest's (the file was changed after packaging)")
     present = {p.relative_to(pkg).as_posix() for p in pkg.rglob("*") if p.is_file()} - {MANIFEST}
     reasons += [f"{rel}: not in the manifest (added after packaging)" for rel in sorted(present - set(files))]

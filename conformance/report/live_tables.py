@@ -19,6 +19,7 @@ An oracle not served in this run has its live golden's column instead (`<oracle>
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Mapping
 
 from conformance import units
@@ -30,12 +31,10 @@ from conformance.live.view import live_view, rungs_by_concurrency
 LIVE_ORACLES = ("vllm", "sglang")   # the live oracles, in the order of their columns (the first leads)
 
 
-def _median(xs: list[float]) -> float | None:
-    xs = sorted(x for x in xs if x is not None)
-    if not xs:
-        return None
-    mid = len(xs) // 2
-    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+def median_of(xs: list[float | None]) -> float | None:
+    """The median of the measured values (None when there is none)."""
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 def _num(x: float | None, fmt: str) -> str:
@@ -83,8 +82,8 @@ def live_section(observations: Mapping[str, dict[str, Any] | None], case_spec: M
                     interval = ratio_interval(r["output_tok_per_s"], ref["output_tok_per_s"])
                     if interval:
                         ratios.append({"oracle": col, "text": interval.text()})
-            text = (f"{_num(_median(r['output_tok_per_s']), '.1f')} tok/s · TTFT {_num(_median(r['ttft_ms_p50']), '.1f')} ms"
-                    f" · TPOT {_num(_median(r['tpot_ms_p50']), '.2f')} ms · accept {_num(r.get('mean_acceptance_length'), '.2f')}")
+            text = (f"{_num(median_of(r['output_tok_per_s']), '.1f')} tok/s · TTFT {_num(median_of(r['ttft_ms_p50']), '.1f')} ms"
+                    f" · TPOT {_num(median_of(r['tpot_ms_p50']), '.2f')} ms · accept {_num(r.get('mean_acceptance_length'), '.2f')}")
             cells.append({"engine": e, "text": text, "ratios": ratios})
         ladder.append({"concurrency": c, "cells": cells})
     util = (case_spec.get("memory") or {}).get("gpu_memory_utilization")
