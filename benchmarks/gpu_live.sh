@@ -27,6 +27,9 @@
 #                $OUT/same-run-pytest/verdicts.jsonl
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
 #                and of its kernels (fla's packed chunked call among them)
+#   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
+#                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
+#                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -50,6 +53,11 @@ trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
+ENGINE_TESTS=(tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py
+              tests/engine_under_test/test_chain_kernel.py tests/engine_under_test/test_gpu_kernels.py)
+# a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
+wait_engine_tests() { local pid; pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
+                      while kill -0 "$pid" 2>/dev/null; do sleep 2; done; }
 # the installed oracle packs, as options (read again before each step: an install step adds one)
 oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
                [ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK"); }
@@ -127,22 +135,29 @@ for step in "$@"; do
       done
       ;;
     engine-tests)
-      "${T[@]}" python3 -m pytest tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py \
-        tests/engine_under_test/test_chain_kernel.py tests/engine_under_test/test_gpu_kernels.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
+      "${T[@]}" python3 -m pytest "${ENGINE_TESTS[@]}" -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
         | tee "$OUT/engine-tests.log" | tail -15
       ;;
+    engine-tests-bg)
+      rm -rf /tmp/engine-tests-tree && mkdir -p /tmp/engine-tests-tree
+      tar cf - --exclude=./.pieces --exclude=./.git . | tar xf - -C /tmp/engine-tests-tree
+      setsid bash -c "cd /tmp/engine-tests-tree && PYTHONPATH=/tmp/engine-tests-tree:/tmp/fw-site timeout -s INT -k 30 540 python3 -m pytest ${ENGINE_TESTS[*]} \
+          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc" \
+          < /dev/null > /dev/null 2>&1 &
+      echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
+      ;;
     same-run)
-      mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-1" && mkdir -p "$OUT/same-run"
+      wait_engine_tests; mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-1" && mkdir -p "$OUT/same-run"
       ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
       setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
           ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
           echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
-          cp \$run/observations.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \
+          cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \
           < /dev/null > /dev/null 2>&1 &
       echo $! > /tmp/bg.pid; echo "started same-run, pid $(cat /tmp/bg.pid)"
       ;;
     same-run-pytest)
-      mkdir -p "$OUT/same-run-pytest"
+      wait_engine_tests; mkdir -p "$OUT/same-run-pytest"
       setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
           --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
           -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
@@ -154,6 +169,7 @@ for step in "$@"; do
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
       while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
       if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running (pid $pid)"; else echo "done"; fi
+      [ -f "$OUT/engine-tests.log" ] && { echo "--- engine tests (rc $(cat "$OUT/engine-tests.rc" 2>/dev/null || echo running))"; tail -5 "$OUT/engine-tests.log"; }
       for log in "$OUT"/same-run/run.log "$OUT"/same-run-pytest/pytest.log "$OUT"/golden-bg/pytest.log; do
         [ -f "$log" ] && { echo "--- $log"; tail -c 6000 "$log"; }
       done
