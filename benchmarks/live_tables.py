@@ -41,13 +41,14 @@ def tables(views: dict[str, dict], oracle: str, util: float | None) -> str:
                        f"{median_of(r['tpot_ms_p50']):.2f} | {r.get('mean_acceptance_length')} | "
                        f"{ratio.text() if ratio else '-'} |")
     if util:
-        out += ["", "| engine | bound | " + " | ".join(["idle"] + [f"c={c}" for c in sorted(base)]) + " |",
-                "| --- | --- | " + " | ".join(["---"] * (len(base) + 1)) + " |"]
+        # the phases of every engine's ladder (not only the oracle's: a file may hold no oracle)
+        phases = ["idle"] + [f"c={c}" for c in sorted({c for v in views.values() for c in rungs_by_concurrency(v)})]
+        out += ["", "| engine | bound | " + " | ".join(phases) + " |", "| --- | --- | " + " | ".join(["---"] * len(phases)) + " |"]
         for e, v in views.items():
             bound, _ = bound_of(v, util)
             over = overruns(v, util)
             cells = []
-            for p in ["idle"] + [f"c={c}" for c in sorted(base)]:
+            for p in phases:
                 used = (v.get("footprint") or {}).get(p)
                 cells.append("-" if used is None else units.human_bytes(used)
                              + (f" (+{units.human_bytes(over[p])})" if over.get(p) else ""))

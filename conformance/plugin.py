@@ -422,10 +422,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
     from conformance.plugin_expectations import EXPECTATIONS
 
-    roles = session.config.stash[_SESSION].roles if _SESSION in session.config.stash else {}
+    opened = _SESSION in session.config.stash
+    roles = session.config.stash[_SESSION].roles if opened else {}
     _never_raise(session, f"--parity-report {out}",
                  lambda: write_pytest_report(session, Path(out), session.config.stash[_RESULTS], roles,
-                                             session.config.stash.get(EXPECTATIONS, ())))
+                                             session.config.stash.get(EXPECTATIONS, ()),
+                                             _selected_specs(session.config) if opened else {}))
+
+
+def _selected_specs(config: pytest.Config) -> dict[str, dict]:
+    """The spec of every case the session selected, by id: its plan cases and its live cases (with the
+    ladder they were served with), whichever case directory they came from."""
+    return {c.id: c.spec for c in [*_all_cases(config).values(), *_live_cases(config)]}
 
 
 def _write_verdicts(session: pytest.Session, path: Path) -> None:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
-from conformance.errors import ConformanceError
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html
@@ -41,21 +40,19 @@ def _verdict(result: dict[str, Any]) -> Verdict:
                    OUTCOME.get(result["outcome"], FAIL), message, tuple(lines[-30:-1]))
 
 
-def _case_specs(case_ids: Iterable[str], cases_dir: str | None) -> list[CaseEntry]:
-    from conformance.cases import load_all
-
-    try:
-        known = {c.id: c.spec for c in load_all(Path(cases_dir) if cases_dir else None)}
-    except ConformanceError:
-        known = {}
-    return [CaseEntry(cid, known.get(cid, {"id": cid, "memory": {}})) for cid in case_ids]
+def _case_entries(case_ids: Iterable[str], case_specs: Mapping[str, dict[str, Any]]) -> list[CaseEntry]:
+    """Each reported case with the spec the session selected it with (a live case with its ladder as
+    served); a case the session did not select (a test outside the suites naming one) gets a bare spec."""
+    return [CaseEntry(cid, case_specs.get(cid, {"id": cid, "memory": {}})) for cid in case_ids]
 
 
-def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = None,
+def build_pytest_report(results: list[dict[str, Any]], case_specs: Mapping[str, dict[str, Any]] | None = None,
                         origin: str = "pytest", roles: dict[str, str] | None = None,
                         expectations: tuple = ()) -> RunReport:
-    """`roles` by engine (oracles' failed checks read as findings); `expectations` the session's
-    (`--expectations`), read in the report as `conformance run` reads them."""
+    """`case_specs` by case id: the session's selected cases (plan and live, from any case directory),
+    so the report reads each case as `conformance run`'s does (its memory bound, its live section and
+    the oracles' live goldens); `roles` by engine (oracles' failed checks read as findings);
+    `expectations` the session's (`--expectations`), read in the report as `conformance run` reads them."""
     mine = [r for r in results if r.get("engine") and r.get("case_id")]
     observations: dict[tuple[str, str], dict[str, Any]] = {}
     for r in mine:
@@ -68,19 +65,19 @@ def build_pytest_report(results: list[dict[str, Any]], cases_dir: str | None = N
     engines = [EngineEntry(n, versions.get(n), "planned", role=roles.get(n)) for n in engine_names]
     return RunReport(
         run_id=time.strftime("%Y%m%d-%H%M%S"), title="DFlash parity report", engines=tuple(engines),
-        cases=tuple(_case_specs(case_ids, cases_dir)), observations=observations,
+        cases=tuple(_case_entries(case_ids, case_specs or {})), observations=observations,
         verdicts=tuple(_verdict(r) for r in mine), finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), origin=origin,
         expectations=tuple(expectations),
     )
 
 
 def write_pytest_report(session, out_dir: Path, results: list[dict[str, Any]], roles: dict[str, str] | None = None,
-                        expectations: tuple = ()) -> Path:
+                        expectations: tuple = (), case_specs: Mapping[str, dict[str, Any]] | None = None) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     config = session.config
     origin = "pytest " + " ".join(str(a) for a in config.invocation_params.args)
-    report = build_pytest_report(results, config.getoption("--cases-dir"), origin.strip(), roles, expectations)
+    report = build_pytest_report(results, case_specs, origin.strip(), roles, expectations)
     with (out_dir / "observations.jsonl").open("w") as fh:
         for obs in report.observations.values():
             fh.write(json.dumps(obs, sort_keys=True) + "\n")

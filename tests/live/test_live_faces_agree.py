@@ -1,7 +1,8 @@
 """`pytest suites/live` and `conformance run --live` judge from one table (check_table.LIVE_CHECKS) and
 serve through one function (live.measure): on the shipped CPU live case, with the reference and a
-stub engine, they produce the same set of (check, engine, case, outcome); vLLM, asked for too, serves
-the CPU case in neither (an oracle serves only cases on a GPU) and needs no executable for it."""
+stub engine, they produce the same set of (check, engine, case, outcome), and their reports read the
+live case from its own file; vLLM, asked for too, serves the CPU case in neither (an oracle serves only
+cases on a GPU) and needs no executable for it."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _suite_verdicts(out) -> set[tuple[str, str, str, str]]:
     path = out / "verdicts.jsonl"
     suites = subprocess.run([sys.executable, "-m", "pytest", "suites/live", "--engines", ENGINES,
                              "--cases", "live-tiny-dflash-cpu", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
-                             "--verdicts-out", str(path)],
+                             "--verdicts-out", str(path), "--parity-report", str(out / "report")],
                             capture_output=True, text=True, cwd=str(paths.REPO_ROOT), timeout=600)
     assert suites.returncode in (0, 1), suites.stdout[-3000:]
     return {(d["check"], d["engine"], d["case_id"], d["outcome"]) for d in map(json.loads, path.read_text().splitlines())}
@@ -51,3 +52,9 @@ def test_the_live_suite_and_the_live_job_produce_the_same_verdicts(tmp_path):
     assert {e for _, e, _, _ in from_job} == {"reference", "stub-paced"}
     assert from_suites == from_job, (f"only in the suites: {sorted(from_suites - from_job)}; "
                                      f"only in the job: {sorted(from_job - from_suites)}")
+    # and both reports read the live case from its own file (suites/live/cases), not a bare stand-in
+    description = "Live on a CPU: tiny hybrid and drafter served"
+    job_page = (resolve_run_dir(tmp_path / f"job-{attempt}" / "reports" / "latest") / "index.html").read_text()
+    suite_page = (tmp_path / f"suite-{attempt}" / "report" / "index.html").read_text()
+    assert description in job_page
+    assert description in suite_page, "the pytest face's report lost the live case's spec"
