@@ -98,7 +98,9 @@ def cell_outcome(report: RunReport, case_id: str, engine: str) -> str:
         return "not run"
     if obs["status"] == "error":
         return "error"
-    failed = [v for v in report.verdicts_of(case_id, engine) if v.failed]
+    # a live check's own finding (an oracle over its own bound) makes the cell a finding as an oracle's
+    # failed check does: the summary's finding count and its "findings about oracles" then agree
+    failed = [v for v in report.verdicts_of(case_id, engine) if v.failed or v.outcome == FINDING]
     if any(not is_finding(v, report.oracles) for v in failed):
         return "fail"
     if failed:

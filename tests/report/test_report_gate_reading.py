@@ -100,6 +100,20 @@ def test_an_oracles_failed_check_is_a_finding_not_a_failure(three_engine_report,
     assert cell_outcome(moved, "case-a", "sglang") == "fail" and run_exit_status(moved) == 1
 
 
+def test_a_live_checks_own_finding_makes_the_oracles_cell_a_finding(three_engine_report, dom):
+    """A live check that says "finding" itself (vLLM over its own NVML bound) reads as an oracle's failed
+    check does: the cell is a finding, so the summary's finding count and its "findings about oracles"
+    agree (the H200 report showed "finding: 0" beside "findings about oracles: 3")."""
+    over = Verdict("live.device_memory_within_bound", "vllm", "case-a", "finding", "over its own bound by 1.12 GiB")
+    report = _with_roles(replace(three_engine_report, cases=three_engine_report.cases[:1], verdicts=(over,)),
+                         {"vllm": "oracle", "sglang": "oracle"})
+    assert cell_outcome(report, "case-a", "vllm") == "finding"
+    assert outcome_counts(report)["finding"] == 1 and outcome_counts(report)["fail"] == 0
+    page = dom(render.render_html(report))
+    assert page.find_all(id="num-findings")[0].text() == "1"
+    assert not failed_run(report) and run_exit_status(report) == 0
+
+
 def test_step_chart_charges_each_engines_steps_with_vllms_drafting_slots(obs_factory, report_factory, dom):
     vllm = obs_factory("vllm", "case-a", steps=[200, 180, 40])
     vllm["budget"]["drafting_slots_per_request"] = 8
