@@ -4,8 +4,12 @@ Contract: `nvml_environment()` reads the driver version, the CUDA version the dr
 card (name, memory_total_bytes, uuid) from NVML (pynvml), and says why not when pynvml is absent or NVML
 does not start. `engine_torch(pack_dir, python)` is the torch the engine runs: imported in a child
 `python` with the pack's site first on PYTHONPATH when a python is given (torch version and its CUDA
-runtime), else read from the pack (version only). `host_environment(...)` puts both together. The
-framework process never imports torch here.
+runtime), else read from the pack (version only). `host_packages(names, python, site)` is the version
+of each package the pack left to the host as that same child finds it (None: the host has none), and
+`deviations_as_found(deviations, found)` writes those into the pack's host-package deviations, so a
+package the pack assumed the host provides and the host lacks reads "absent" in provenance, not "the
+host provides it". `host_environment(...)` puts them together. The framework process never imports
+torch here.
 """
 
 from __future__ import annotations
@@ -79,10 +83,8 @@ def engine_torch(pack_dir: Path | str | None = None, python: str | None = None, 
         if pack_dir is None:
             return {"torch": None, "cuda_runtime": None, "source": "neither a pack nor a python given"}
         return _torch_from_pack(read_pack(pack_dir))
-    env = dict(os.environ)
     site_dir = Path(site) if site is not None else (Path(pack_dir) / "site" if pack_dir is not None else None)
-    if site_dir is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(site_dir)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env = _child_env(site_dir)
     source = f"imported by {python}" + (f" with {site_dir} first on PYTHONPATH" if site_dir is not None else "")
     try:
         out = subprocess.run([python, "-c", _TORCH_PROBE], capture_output=True, text=True, env=env,
@@ -99,7 +101,55 @@ def engine_torch(pack_dir: Path | str | None = None, python: str | None = None, 
     return {"torch": got["torch"], "cuda_runtime": got["cuda_runtime"], "source": source}
 
 
+_PACKAGES_PROBE = ("import json, sys\nfrom importlib import metadata\nfound = {}\nfor name in sys.argv[1:]:\n"
+                   "    try:\n        found[name] = metadata.version(name)\n"
+                   "    except metadata.PackageNotFoundError:\n        found[name] = None\nprint(json.dumps(found))")
+ABSENT = "absent: the engine's python finds no such package"
+
+
+def _child_env(site_dir: Path | None) -> dict:
+    env = dict(os.environ)
+    if site_dir is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(site_dir)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def host_packages(names: list[str], python: str, site: Path | str | None = None) -> dict:
+    """{found: {name: version or None}, source} as `python` (with `site` first on PYTHONPATH) finds each
+    package, or {found: {}, source, why} when the child cannot say."""
+    site_dir = Path(site) if site is not None else None
+    source = f"importlib.metadata in {python}" + (f" with {site_dir} first on PYTHONPATH" if site_dir else "")
+    if not names:
+        return {"found": {}, "source": source}
+    try:
+        out = subprocess.run([python, "-c", _PACKAGES_PROBE, *names], capture_output=True, text=True,
+                             env=_child_env(site_dir), timeout=TORCH_PROBE_TIMEOUT_S, check=False)
+        found = json.loads(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, IndexError, ValueError) as exc:
+        return {"found": {}, "source": source, "why": str(exc)}
+    if not isinstance(found, dict):
+        tail = (out.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"found": {}, "source": source, "why": f"the probe failed: {tail}"}
+    return {"found": found, "source": source}
+
+
+def deviations_as_found(deviations: list[dict], found: dict[str, str | None]) -> list[dict]:
+    """The pack's deviations with each host package's `host_version` as the engine's python found it
+    (`ABSENT` when it found none); the others, and packages it was not asked about, unchanged."""
+    out = []
+    for d in deviations:
+        if d.get("kind") == "host_package" and d.get("name") in found:
+            d = {**d, "host_version": found[d["name"]] or ABSENT}
+        out.append(d)
+    return out
+
+
 def host_environment(pack_dir: Path | str | None = None, python: str | None = None,
                      site: Path | str | None = None) -> dict:
-    """{nvml: nvml_environment(), engine_torch: engine_torch(...)} for provenance."""
-    return {"nvml": nvml_environment(), "engine_torch": engine_torch(pack_dir, python, site)}
+    """{nvml: nvml_environment(), engine_torch: engine_torch(...)} for provenance, and with a pack and a
+    python, host_packages: what that python finds of the packages the pack left to the host."""
+    env = {"nvml": nvml_environment(), "engine_torch": engine_torch(pack_dir, python, site)}
+    if pack_dir is not None and python is not None:
+        names = [d["name"] for d in read_pack(pack_dir)["deviations"] if d.get("kind") == "host_package"]
+        env["host_packages"] = host_packages(names, python, site if site is not None else Path(pack_dir) / "site")
+    return env

@@ -80,7 +80,7 @@ def measure(engine: EngineFile, case: Case, overrides: Mapping[str, Any] | None 
     values = {"device": spec.device, **dict(overrides or {})}
     environment = None
     if pack_dir:
-        from conformance.harness.host_env import host_environment
+        from conformance.harness.host_env import deviations_as_found, host_environment
         from conformance.harness.pack_provenance import pack_provenance
 
         environment = {"pack": pack_provenance(pack_dir), "host": host_environment(pack_dir, python="python3")}
@@ -88,7 +88,8 @@ def measure(engine: EngineFile, case: Case, overrides: Mapping[str, Any] | None 
     obs["engine"]["name"] = engine.name
     obs["device"]["hardware"] = describe_with_versions(str(values["device"]))
     if environment is not None:
-        obs["provenance"]["deviations"] = environment["pack"].pop("deviations")
+        obs["provenance"]["deviations"] = deviations_as_found(
+            environment["pack"].pop("deviations"), environment["host"].get("host_packages", {}).get("found", {}))
         obs["provenance"]["environment"] = environment
     if obs.get("throughput") is not None:
         obs["throughput"]["plan_expected"] = (_own_plan(engine, case, log_dir)

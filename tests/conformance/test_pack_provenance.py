@@ -15,7 +15,8 @@ from conformance import env_pack, paths
 from conformance.env_pack_fetch import Target, required_glibc
 from conformance.harness.venv import oracle_env
 from conformance.errors import ConformanceError
-from conformance.harness.host_env import cuda_version_text, engine_torch, nvml_environment
+from conformance.harness.host_env import (ABSENT, cuda_version_text, deviations_as_found, engine_torch, host_environment,
+                                         host_packages, nvml_environment)
 from conformance.harness.pack_provenance import pack_provenance
 from conformance.harness.registry import resolve_engine
 
@@ -99,6 +100,35 @@ def test_a_python_without_torch_says_why(tmp_path):
     bare.chmod(0o755)
     got = engine_torch(python=str(bare), site=tmp_path)
     assert got["torch"] is None and "import torch failed: ModuleNotFoundError" in got["why"]
+
+
+def test_a_package_left_to_the_host_reads_as_the_host_has_it_or_absent(tmp_path):
+    """The pack assumed the host provides nvidia-cutlass-dsl (--use-host 'nvidia-*'); the engine's python
+    is asked, and a package it lacks is recorded as absent, not as provided (SGLang on one H200 ran its
+    Triton fallback for want of it while the golden said "the host provides it")."""
+    pack = {"engine": "sglang", "version": "0.5.23", "python": "3.12", "platform": PLATFORM, "packages": [],
+            "left_out": [], "deviations": [
+                {"kind": "host_package", "name": "nvidia-cutlass-dsl", "pack_version": "4.8.0",
+                 "host_version": "not in the host freeze", "reason": "the host provides it (--use-host nvidia-*)"},
+                {"kind": "host_package", "name": "packaging", "pack_version": "1.0",
+                 "host_version": "not in the host freeze", "reason": "the host provides it (--use-host packaging)"},
+                {"kind": "env", "name": "SGLANG_SIMULATE_ACC_LEN", "value": "4.0", "reason": "synthetic acceptance"}]}
+    (tmp_path / "oracle-pack.json").write_text(json.dumps(pack))
+    got = host_packages(["nvidia-cutlass-dsl", "packaging"], sys.executable, tmp_path / "site")
+    assert got["found"] == {"nvidia-cutlass-dsl": None, "packaging": metadata.version("packaging")}
+    env = host_environment(tmp_path, python=sys.executable)
+    assert env["host_packages"]["found"] == got["found"]
+    assert env["host_packages"]["source"] == f"importlib.metadata in {sys.executable} with {tmp_path / 'site'} first on PYTHONPATH"
+    devs = deviations_as_found(pack["deviations"], env["host_packages"]["found"])
+    assert [d.get("host_version") for d in devs] == [ABSENT, metadata.version("packaging"), None]
+    assert devs[2] == pack["deviations"][2] and pack["deviations"][0]["host_version"] == "not in the host freeze"
+    # a python that cannot answer says why, and leaves the deviations as the pack wrote them
+    bare = tmp_path / "broken-python"
+    bare.write_text("#!/bin/sh\nexit 3\n")
+    bare.chmod(0o755)
+    broken = host_packages(["packaging"], str(bare))
+    assert broken["found"] == {} and broken["why"]
+    assert deviations_as_found(pack["deviations"], broken["found"]) == pack["deviations"]
 
 
 def test_nvml_without_pynvml_says_so():
