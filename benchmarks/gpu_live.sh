@@ -22,7 +22,7 @@
 #   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
 #                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
 #                compared with vLLM as served in this run on this card; report in $OUT/same-run/
-#   same-run-pytest  the other face, in the background: `pytest suites/live -m gpu` of $PYTEST_ENGINES (default
+#   same-run-pytest  the other face, in the background: `pytest suites/ -m gpu` of $PYTEST_ENGINES (default
 #                vLLM, the reference and the slowed port) on the same case; verdicts in
 #                $OUT/same-run-pytest/verdicts.jsonl
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
@@ -158,7 +158,7 @@ for step in "$@"; do
       ;;
     same-run-pytest)
       wait_engine_tests; mkdir -p "$OUT/same-run-pytest"
-      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
+      setsid bash -c "python3 -m pytest -p conformance.plugin suites/ -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
           --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
           -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
           --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;
