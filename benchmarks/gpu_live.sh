@@ -100,13 +100,13 @@ for step in "$@"; do
       ;;
     golden-2b|golden-27b)
       case_id=live-2b-dflash-k8; [ "$step" = golden-27b ] && case_id=live-27b-dflash-c32-k8
-      "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
+      "${T[@]}" python3 -m pytest -p conformance.pytest_plugin.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
         "${ORACLE_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-${GOLDEN_ENGINES:-vllm}-verdicts.jsonl" \
         2>&1 | tee "$OUT/$step-${GOLDEN_ENGINES:-vllm}.log" | tail -40
       ;;
     golden-bg)
       mkdir -p "$OUT/golden-bg"
-      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --engines ${GOLDEN_ENGINES:-vllm} \
+      setsid bash -c "python3 -m pytest -p conformance.pytest_plugin.plugin suites/live -m gpu --engines ${GOLDEN_ENGINES:-vllm} \
           --cases live-2b-dflash-k8,live-27b-dflash-c32-k8 ${ORACLE_SET[*]} --snapshot-update --snapshot-no-cleanup -rA -q \
           -p no:cacheprovider --basetemp /tmp/bt-golden --verdicts-out $OUT/golden-bg/verdicts.jsonl \
           > $OUT/golden-bg/pytest.log 2>&1; echo \$? > $OUT/golden-bg/rc" < /dev/null > /dev/null 2>&1 &
@@ -143,7 +143,7 @@ for step in "$@"; do
       ;;
     same-run-pytest)
       mkdir -p "$OUT/same-run-pytest"
-      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
+      setsid bash -c "python3 -m pytest -p conformance.pytest_plugin.plugin suites/live -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
           --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
           -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
           --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;

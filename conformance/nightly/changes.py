@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from conformance.live.intervals import FAIL, RatioInterval, judge_ratio, ratio_interval
+from conformance.checks.intervals import FAIL, RatioInterval, judge_ratio, ratio_interval
 from conformance.nightly.history_store import Sample
 
 

@@ -29,12 +29,12 @@ from typing import Any, Sequence
 
 from rich.console import Console
 
-from conformance.console_text import shown
+from conformance.report.console_text import shown
 from conformance.errors import ConformanceError
-from conformance.job import rundir
-from conformance.job.relocate import moves, relocated
+from conformance.run import rundir
+from conformance.run.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
-from conformance.job.provenance import goldens_revision
+from conformance.run.provenance import goldens_revision
 from conformance.report.model import RunReport
 
 UNKNOWN = "unknown"
@@ -121,7 +121,7 @@ def _missing_shards(runs: Sequence[SourceRun]) -> list[str]:
 
 
 def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool, console: Console) -> RunReport:
-    from conformance.job.execute import finish
+    from conformance.run.execute import finish
 
     out_dir = Path(out_dir)
     if (out_dir / rundir.OBSERVATIONS_FILE).exists():

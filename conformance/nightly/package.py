@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from conformance.errors import ConformanceError
-from conformance.file_digest import sha256_of
-from conformance.job import rundir, session
+from conformance.documents.file_digest import sha256_of
+from conformance.run import rundir, session
 
 FORMAT = "dflash-conformance-package/1"
 RUN_FILES = (rundir.OBSERVATIONS_FILE, rundir.RUN_FILE, rundir.JUNIT_FILE, rundir.INDEX_FILE)

@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import ConformanceError
-from conformance.job import rundir, session
-from conformance.file_digest import sha256_of
+from conformance.run import rundir, session
+from conformance.documents.file_digest import sha256_of
 from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS
-from conformance.job.provenance import goldens_revision
+from conformance.run.provenance import goldens_revision
 
 
 class PackageRefused(ConformanceError):
@@ -101,7 +101,7 @@ def _rejudged(pkg: Path, runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 def _full_suite(runs: list[tuple[str, dict[str, Any]]], pkg: Path) -> list[str]:
-    from conformance.job.selection import select_cases
+    from conformance.run.selection import select_cases
 
     pinned = {c.id: c.digest() for c in select_cases(None)[0]}
     reasons = []

@@ -19,7 +19,7 @@ from conformance.report.model import CaseEntry, EngineEntry, RunReport
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html
 from conformance.report.render import write_html
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 
 OUTCOME = {"passed": PASS, "failed": FAIL, "skipped": SKIP}
 
@@ -42,7 +42,7 @@ def _verdict(result: dict[str, Any]) -> Verdict:
 
 
 def _case_specs(case_ids: Iterable[str], cases_dir: str | None) -> list[CaseEntry]:
-    from conformance.cases import load_all
+    from conformance.documents.cases import load_all
 
     try:
         known = {c.id: c.spec for c in load_all(Path(cases_dir) if cases_dir else None)}

@@ -15,9 +15,9 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.cli import main
-from conformance.job import exit_status
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.cli.main import main
+from conformance.run import exit_status
+from conformance.run.rundir import load_report, resolve_run_dir
 
 PORT_DIR = paths.REPO_ROOT / "examples" / "defective-port"
 SEED_BUGS = PORT_DIR / "engine-seed-bugs.yaml"

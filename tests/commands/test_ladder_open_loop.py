@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.cli import main
+from conformance.cli.main import main
 from conformance.loadgen.record import RequestRecord
 
 CASE = {

@@ -15,10 +15,10 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.cli import main
-from conformance.job.rundir import load_report
-from conformance.job.selection import DEFAULT_SELECTION, select_cases
-from conformance.observation import validate
+from conformance.cli.main import main
+from conformance.run.rundir import load_report
+from conformance.run.selection import DEFAULT_SELECTION, select_cases
+from conformance.documents.observation import validate
 from conformance.report.model import failed_run
 
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.cases import find_case, load_all, load_case
+from conformance.documents.cases import find_case, load_all, load_case
 from conformance.errors import CaseError
 
 SEED = paths.cases_dir() / "seed-unified-pool-c32-k8.yaml"

@@ -1,4 +1,4 @@
-"""The device profiles' names are written once, in conformance/devices.py: the case schema's `device`
+"""The device profiles' names are written once, in conformance/documents/devices.py: the case schema's `device`
 enum is filled from them, so a profile added there is a case's device at once, and a name not there is
 refused naming the profiles."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from conformance import devices, schemas
-from conformance.schemas import SCHEMAS_DIR, error_lines, load_schema
+from conformance.documents import devices, schemas
+from conformance.documents.schemas import SCHEMAS_DIR, error_lines, load_schema
 
 
 def test_the_case_schema_offers_exactly_the_profiles():

@@ -1,4 +1,4 @@
-from conformance.diff import json_diff
+from conformance.checks.diff import json_diff
 
 
 def test_json_diff_names_dotted_paths():

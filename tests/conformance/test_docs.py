@@ -11,12 +11,12 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.check_table import CHECKS, LIVE_CHECKS
+from conformance.checks.check_table import CHECKS, LIVE_CHECKS
 from conformance.checks.row import UNDER_TEST, CheckSpec
-from conformance.docs_gen import CHECKS_BEGIN, CHECKS_END, check_table_md, documents
-from conformance.harness.engine_file import PLAN_PLACEHOLDERS
-from conformance.harness.lint import schema_node
-from conformance.harness.manifest import PLACEHOLDERS
+from conformance.cli.docs_gen import CHECKS_BEGIN, CHECKS_END, check_table_md, documents
+from conformance.engines.engine_file import PLAN_PLACEHOLDERS
+from conformance.checks.engine_lint import schema_node
+from conformance.engines.manifest import PLACEHOLDERS
 
 
 def test_the_committed_docs_are_what_the_code_generates():
@@ -62,7 +62,7 @@ def test_a_row_without_its_prose_is_refused_naming_it():
 
 
 def test_a_new_row_makes_the_committed_tables_stale(monkeypatch):
-    from conformance import check_table
+    from conformance.checks import check_table
 
     row = CheckSpec("budget.new_rule", "budget", (UNDER_TEST,), CHECKS[1].run, "it is new", reads=("status",))
     monkeypatch.setattr(check_table, "CHECKS", CHECKS + (row,))

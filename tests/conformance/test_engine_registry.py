@@ -74,8 +74,8 @@ def test_an_unknown_placeholder_is_named_when_the_file_is_checked(tmp_path):
 def test_every_oracle_the_checks_compare_with_is_a_reserved_shipped_oracle():
     """The reserved names are data (the shipped engine files of role oracle); an oracle a check compares with
     that no shipped file of role oracle names could be taken by any engine file, and its goldens rewritten."""
-    from conformance.check_table import CHECKS, LIVE_CHECKS
-    from conformance.shipped import reserved_oracle_names
+    from conformance.checks.check_table import CHECKS, LIVE_CHECKS
+    from conformance.engines.shipped import reserved_oracle_names
 
     compared = {c.against for c in CHECKS + LIVE_CHECKS if c.against}
     assert compared == {"vllm", "sglang"}

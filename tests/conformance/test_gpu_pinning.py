@@ -1,6 +1,6 @@
 import pytest
 
-from conformance.gpu_pinning import device_for_worker, visible_gpus
+from conformance.pytest_plugin.gpu_pinning import device_for_worker, visible_gpus
 
 
 def test_visible_from_env_keeps_order_and_ids():

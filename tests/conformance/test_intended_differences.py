@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import observation
-from conformance.cases import find_case, parse_case
+from conformance.documents import observation
+from conformance.documents.cases import find_case, parse_case
 from conformance.errors import CaseError
 from conformance.checks.budget import active_seqs_not_below_sglang, budget_parity_with_vllm
 from conformance.checks.memory import seats_equal_vllm

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import copy
 
-from conformance.cases import find_case
-from conformance.check_table import CHECKS, evaluate, oracle_document
-from conformance.goldens import find_golden
-from conformance.harness.engine_file import load_engine_file
+from conformance.documents.cases import find_case
+from conformance.checks.check_table import CHECKS, evaluate, oracle_document
+from conformance.checks.goldens import find_golden
+from conformance.engines.engine_file import load_engine_file
 from conformance.checks.memory import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
 from conformance.checks.row import CheckInput
 from conformance import paths
@@ -71,7 +71,7 @@ def test_a_store_left_out_of_the_ledger_fails_as_an_accounting_difference():
     port["memory"]["max_concurrency"] = vllm["memory"]["max_concurrency"] * 1.1
     v = seats_equal_vllm(CheckInput(port, spec, vllm, "s"))
     assert v.failed and "accounting difference" in v.message and "draft_kv" in v.message, v
-    from conformance.memory_facts import pool_differences
+    from conformance.checks.memory_facts import pool_differences
 
     assert pool_differences(port, vllm).kind == "accounting"
 
@@ -135,7 +135,7 @@ def test_a_store_beside_an_itemized_pool_shows_as_the_ledger_past_the_bound(tmp_
 
 
 def test_a_plan_that_itemizes_its_pool_with_the_draft_kv_places_it():
-    from conformance.memory_facts import draft_kv_location
+    from conformance.checks.memory_facts import draft_kv_location
 
     vllm = oracle("vllm", "seed-draft-kv-c8")
     spec = find_case("seed-draft-kv-c8").spec

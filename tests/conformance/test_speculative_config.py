@@ -1,4 +1,4 @@
-"""One builder of the `--speculative-config` JSON (conformance.speculative_config): vLLM's server, its
+"""One builder of the `--speculative-config` JSON (conformance.engines.speculative_config): vLLM's server, its
 plan adapter and the reference engine's (or a port's) server are given the same configuration of a
 case, apart from the method's name where vLLM names it otherwise."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from conformance.adapters.vllm.config import engine_args_kwargs
-from conformance.cases import find_case
-from conformance.harness.manifest import case_values, load_manifest
+from conformance.documents.cases import find_case
+from conformance.engines.manifest import case_values, load_manifest
 
 
 def _served(case: dict) -> tuple[dict, dict]:

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.job.rundir import load_report, resolve_run_dir
-from conformance.job.selection import DEFAULT_SELECTION
+from conformance.run.rundir import load_report, resolve_run_dir
+from conformance.run.selection import DEFAULT_SELECTION
 
 
 @pytest.mark.oracle

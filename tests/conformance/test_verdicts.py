@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from conformance import observation
-from conformance.goldens import golden_view
-from conformance.check_table import CHECKS
+from conformance.documents import observation
+from conformance.checks.goldens import golden_view
+from conformance.checks.check_table import CHECKS
 from conformance.checks.budget import active_seqs_not_below_sglang, budget_parity_with_vllm
 from conformance.checks.golden import golden_verdict
 from conformance.checks.memory import inside_the_bound, ledger_holds_seats, per_sequence_equals_vllm, seats_equal_vllm
@@ -214,7 +214,7 @@ def _run_obs(peaks: dict, running: dict, total=100_000, top="c=4"):
 
 
 def test_live_checks():
-    from conformance.live.checks import device_memory
+    from conformance.checks.live_checks import device_memory
     from conformance.checks.live import live_concurrency_served
 
     util = {"id": "c", "memory": {"gpu_memory_utilization": 0.5}, "scheduler": {"max_num_seqs": 4}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 
-from conformance.observation import validate
+from conformance.documents.observation import validate
 from conformance.paths import REPO_ROOT
 
 

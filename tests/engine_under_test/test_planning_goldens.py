@@ -18,8 +18,8 @@ import json
 import pytest
 
 from conformance import paths
-from conformance.cases import load_all
-from conformance.golden_doc import golden_view
+from conformance.documents.cases import load_all
+from conformance.documents.golden_doc import golden_view
 
 SUITES = ("budget", "memory", "trace")
 COMPARED = ("status", "message")

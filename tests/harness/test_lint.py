@@ -1,4 +1,4 @@
-"""`conformance engines check` as a linter of plan.log engine files (conformance.harness.lint)."""
+"""`conformance engines check` as a linter of plan.log engine files (conformance.checks.engine_lint)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.harness.engine_file import load_engine_file
-from conformance.harness.lint import lint
+from conformance.engines.engine_file import load_engine_file
+from conformance.checks.engine_lint import lint
 
 C_PORT = paths.REPO_ROOT / "examples" / "c-port"
 

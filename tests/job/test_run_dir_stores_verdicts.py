@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from conformance.cli import main
-from conformance.job.rundir import VERDICTS_FILE, NotJudgedError, load_report, resolve_run_dir
+from conformance.cli.main import main
+from conformance.run.rundir import VERDICTS_FILE, NotJudgedError, load_report, resolve_run_dir
 
 
 @pytest.fixture(scope="module")

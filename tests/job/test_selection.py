@@ -1,4 +1,4 @@
-"""`--cases` has one syntax in every face (`conformance.job.selection`): patterns as separate arguments or a
+"""`--cases` has one syntax in every face (`conformance.run.selection`): patterns as separate arguments or a
 comma list, each `tag:NAME`, a case file or a glob over case ids; `conformance run`, `conformance plan`,
 `conformance cases` and `pytest suites/` select the same cases for the same words."""
 
@@ -12,9 +12,9 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.cli import main
+from conformance.cli.main import main
 from conformance.errors import UnknownCaseError
-from conformance.job.selection import EVERY_CASE, select_cases
+from conformance.run.selection import EVERY_CASE, select_cases
 
 WORDS = "tag:seed,drafting-table-d*"
 

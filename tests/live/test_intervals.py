@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from conformance.live.intervals import FAIL, INCONCLUSIVE, PASS, fold, judge_ratio, ratio_interval, t975
+from conformance.checks.intervals import FAIL, INCONCLUSIVE, PASS, fold, judge_ratio, ratio_interval, t975
 
 
 @pytest.mark.parametrize("df, want", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1000, 1.9623)])

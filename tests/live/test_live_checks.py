@@ -1,15 +1,15 @@
-"""The live checks as pure functions of documents (conformance.live.checks) and through the table
+"""The live checks as pure functions of documents (conformance.checks.live_checks) and through the table
 (check_table.judge_live): each check's pass, fail, inconclusive, finding and skip."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from conformance import observation
-from conformance.check_table import judge_live
-from conformance.golden_doc import GoldenMissingError
-from conformance.live import checks as lc
-from conformance.live.golden import live_golden_doc
+from conformance.documents import observation
+from conformance.checks.check_table import judge_live
+from conformance.documents.golden_doc import GoldenMissingError
+from conformance.checks import live_checks as lc
+from conformance.pytest_plugin.live_golden import live_golden_doc
 
 HW = "one NVIDIA H200 (139.8 GiB) [GPU-1111], driver 580, CUDA 13.0, torch 2.11"
 CASE = {"id": "c", "scheduler": {"max_num_seqs": 4, "max_model_len": 1000}, "memory": {"gpu_memory_utilization": 0.5},

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.cases import load_case
-from conformance.check_table import judge_live
-from conformance.golden_doc import GoldenMissingError
-from conformance.harness.registry import resolve_engine
-from conformance.live.measure import measure
+from conformance.documents.cases import load_case
+from conformance.checks.check_table import judge_live
+from conformance.documents.golden_doc import GoldenMissingError
+from conformance.engines.registry import resolve_engine
+from conformance.harness.live_measure import measure
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "live"
 REPO = Path(__file__).resolve().parents[2]
@@ -122,7 +122,7 @@ def test_the_live_port_whose_startup_line_disagrees_fails_plan_matches_run(tmp_p
 
 
 def _sglang_golden(case_id: str = "live-2b-dflash-k8") -> dict:
-    from conformance.goldens import find_golden
+    from conformance.checks.goldens import find_golden
 
     return find_golden("live", "sglang", case_id)
 

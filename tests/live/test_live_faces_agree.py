@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from conformance import paths
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.run.rundir import load_report, resolve_run_dir
 
 ENGINES = "vllm,reference,tests/fixtures/live/stub-paced.yaml"   # vLLM serves no CPU case in either face
 

@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.cases import load_case
-from conformance.harness.registry import resolve_engine
-from conformance.job.rundir import load_report, resolve_run_dir
-from conformance.live import checks
-from conformance.live.golden import live_golden_doc
-from conformance.live.measure import measure
-from conformance.live.spec import live_spec, parse_ladder, with_ladder
+from conformance.documents.cases import load_case
+from conformance.engines.registry import resolve_engine
+from conformance.run.rundir import load_report, resolve_run_dir
+from conformance.checks import live_checks as checks
+from conformance.pytest_plugin.live_golden import live_golden_doc
+from conformance.harness.live_measure import measure
+from conformance.documents.live_spec import live_spec, parse_ladder, with_ladder
 
 CASE = paths.live_cases_dir() / "live-tiny-dflash-cpu.yaml"
 PYTEST = [sys.executable, "-m", "pytest", "suites/live", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]
@@ -67,7 +67,7 @@ def test_the_transformers_peer_runs_beside_the_engines_and_writes_its_ratios(tmp
     its ratios to the reference land in the session's store, one ratio per rung both measured."""
     done = _run(PYTEST + ["--engines", "reference", "--cases", "live-tiny-dflash-cpu", "--live-peer", "transformers",
                           "--live-ladder", "1,2", "-k", "transformers", "--basetemp", str(tmp_path / "bt"), "-s"])
-    store = tmp_path / "bt" / "observations"   # the session's store (conformance.plugin)
+    store = tmp_path / "bt" / "observations"   # the session's store (conformance.pytest_plugin.plugin)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = store / "live" / "transformers"
     peer = json.loads((out / "live-tiny-dflash-cpu.json").read_text())

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
-from conformance.cases import load_case
-from conformance.cli import main
+from conformance.documents.cases import load_case
+from conformance.cli.main import main
 from conformance.errors import ConformanceError
-from conformance.job.rundir import OBSERVATIONS_FILE, RUN_FILE, write_json_atomic
-from conformance.job.session import judge_run_dir
+from conformance.run.rundir import OBSERVATIONS_FILE, RUN_FILE, write_json_atomic
+from conformance.run.session import judge_run_dir
 from conformance.nightly.changes import change_points
 from conformance.nightly.history import selected_series
 from conformance.nightly.history_store import MIGRATIONS, SCHEMA_VERSION, open_store

@@ -19,7 +19,8 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from conformance import paths, verdicts
+from conformance import paths
+from conformance.checks import verdicts
 from conformance.checks.live import live_concurrency_served
 from conformance.checks.row import CheckInput
 from conformance.harness.live_sampler import LiveSampler

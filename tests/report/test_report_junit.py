@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 
 from conformance.report.junit import write_junit
-from conformance.verdicts import Verdict
+from conformance.checks.verdicts import Verdict
 
 
 def test_junit_counts_follow_the_report(three_engine_report, tmp_path):
