@@ -3,7 +3,7 @@ one is stale.
 
 Contract: `documents()` returns {relative path: markdown} for
 - docs/placeholders.md: every placeholder an engine file's plan argv / env (and a live manifest) may use,
-  with its meaning (`harness.manifest.PLACEHOLDERS`, `harness.engine_file.PLAN_PLACEHOLDERS`);
+  with its meaning (`engines.manifest.PLACEHOLDERS`, `engines.engine_file.PLAN_PLACEHOLDERS`);
 - docs/observation.md: every field of the observation schema with its type, whether it is required, its
   meaning (the schema's descriptions) and the checks that read it (each row's `reads`);
 - README.md and suites/<suite>/README.md: the check table between the markers `CHECKS_BEGIN` and

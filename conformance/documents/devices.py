@@ -1,7 +1,8 @@
 """Device profiles: the facts of a GPU that plan mode emulates on a CPU.
 
-A profile is data: the facts a GPU host would report (compute capability, memory, SM count,
-whether memory is unified with the host) and the GPU defaults an oracle takes on it. It names
+A profile is data, one entry of `devices.yaml` beside this module (a new profile is a new entry
+there): the facts a GPU host would report (compute capability, memory, SM count, whether memory is
+unified with the host) and the GPU defaults an oracle takes on it. It names
 no engine's choice: which attention backend, which GDN prefill kernel, which block sizes follow
 is decided by each oracle's own selection code under the faked facts (see the adapters'
 `platform` modules), and each decision lands in the observation's provenance.
@@ -13,8 +14,10 @@ An adapter that cannot emulate a profile for its engine refuses the case with a 
 from __future__ import annotations
 
 from dataclasses import dataclass, asdict
+from pathlib import Path
 from typing import Any
 
+from conformance.documents.yaml_file import read_yaml
 from conformance.errors import ConformanceError
 
 
@@ -39,49 +42,39 @@ class DeviceProfile:
         return d
 
 
-GIB = 1 << 30
+PROFILES_FILE = Path(__file__).resolve().with_name("devices.yaml")
+FIELD_TYPES = {"hardware": str, "total_memory_bytes": int, "device_capability": list, "num_sms": int,
+               "unified_memory": bool, "async_scheduling": bool}
+ARTICLES = {str: "a", int: "an", list: "a", bool: "a"}
 
-H200 = DeviceProfile(
-    name="h200",
-    hardware="one NVIDIA H200 (SM90, 139.8 GiB)",
-    total_memory_bytes=150_109_880_320,  # 139.8 GiB as torch reports it on one H200
-    device_capability=(9, 0),
-    num_sms=132,
-    unified_memory=False,
-    async_scheduling=True,
-)
 
-H100 = DeviceProfile(
-    name="h100",
-    hardware="one NVIDIA H100 SXM 80GB (SM90, 79.2 GiB)",
-    total_memory_bytes=85_029_158_912,   # 79.19 GiB as torch reports it on one H100 80GB HBM3
-    device_capability=(9, 0),
-    num_sms=132,
-    unified_memory=False,
-    async_scheduling=True,
-)
+def load_profiles(path: Path = PROFILES_FILE) -> dict[str, DeviceProfile]:
+    """The profiles of a devices file by name, in file order; `ConformanceError` naming the file and
+    the profile's field when one is missing, unknown or of the wrong type."""
+    doc = read_yaml(path, "device profiles file")
+    if not isinstance(doc, dict) or not doc:
+        raise ConformanceError(f"{path}: (root): a mapping of profile name to its facts")
+    out: dict[str, DeviceProfile] = {}
+    for name, facts in doc.items():
+        if not isinstance(facts, dict):
+            raise ConformanceError(f"{path}: {name}: a mapping of the profile's facts")
+        problems = [f"{path}: {name}.{k}: unknown field" for k in facts if k not in FIELD_TYPES]
+        for k, kind in FIELD_TYPES.items():
+            v = facts.get(k)
+            if v is None:
+                problems.append(f"{path}: {name}.{k}: missing")
+            elif not isinstance(v, kind) or (kind is int and isinstance(v, bool)):
+                problems.append(f"{path}: {name}.{k}: {v!r} is not {ARTICLES[kind]} {kind.__name__}")
+        cap = facts.get("device_capability")
+        if isinstance(cap, list) and (len(cap) != 2 or not all(type(c) is int for c in cap)):
+            problems.append(f"{path}: {name}.device_capability: {cap!r} is not [major, minor]")
+        if problems:
+            raise ConformanceError("\n".join(problems))
+        out[str(name)] = DeviceProfile(name=str(name), **{**facts, "device_capability": tuple(cap)})
+    return out
 
-B200 = DeviceProfile(
-    name="b200",
-    hardware="one NVIDIA B200 (SM100, 178.4 GiB)",
-    total_memory_bytes=191_514_640_384,  # 178.36 GiB as torch reports it on one B200
-    device_capability=(10, 0),
-    num_sms=148,
-    unified_memory=False,
-    async_scheduling=True,
-)
 
-GB10 = DeviceProfile(
-    name="gb10",
-    hardware="one NVIDIA GB10 (DGX Spark, SM121, 119.7 GiB unified with the host)",
-    total_memory_bytes=128_526_278_656,  # 119.7 GiB: the unified LPDDR5X as torch reports it
-    device_capability=(12, 1),
-    num_sms=48,
-    unified_memory=True,
-    async_scheduling=True,
-)
-
-PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200, H100, B200, GB10)}
+PROFILES: dict[str, DeviceProfile] = load_profiles()
 
 
 def get_profile(name: str) -> DeviceProfile:

@@ -44,7 +44,7 @@ from conformance.documents.schemas import error_lines
 from conformance.engines.shipped import reserved_name_problem
 from conformance.documents.yaml_file import YamlFileError, read_yaml
 
-# Placeholders a plan command (or log dry run) may use besides the case's (harness.manifest.PLACEHOLDERS).
+# Placeholders a plan command (or log dry run) may use besides the case's (engines.manifest.PLACEHOLDERS).
 PLAN_PLACEHOLDERS = {
     "case_file": "the case as JSON (Case.to_json()) in a file",
     "case_id": "the case's id", "device_profile": "the case's device profile (h200, ...)",

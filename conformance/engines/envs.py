@@ -9,7 +9,7 @@ with the checkout on PYTHONPATH, so the oracle process always runs this checkout
 The build itself runs without PYTHONPATH (pip check must see the venv, not the checkout's
 egg-info); a venv left without pip by an interrupted build is removed and built again, saying
 so; the venv's path must resolve inside `<cache>/oracles`, or nothing is built or removed. Where a venv
-lives and how a process runs in it is `harness.venv`'s.
+lives and how a process runs in it is `engines.venv`'s.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ an engine's name.
 
 Contract: `ORACLE`, `UNDER_TEST` and `ROLES` (= `BOTH`, every role) are the one spelling of the roles.
 `recorded_roles(meta)` is each engine's role as a run recorded it when it resolved its engines (the
-`engines` of its run.json, `job.rundir`); nothing is resolved again from engine files. `role_in(roles,
+`engines` of its run.json, `run.rundir`); nothing is resolved again from engine files. `role_in(roles,
 engine)` is that role, `UNDER_TEST` for an engine the record does not name: nothing passes for want
 of a role.
 """

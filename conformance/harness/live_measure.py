@@ -2,14 +2,14 @@
 and `pytest suites/live`), so the two cannot measure differently.
 
 Contract: `measure(engine, case, ...)` returns one schema-valid run observation, whatever the engine
-does (`harness.live.run_live`): the case's ladder (`live.spec`) served through the engine file's
+does (`harness.live.run_live`): the case's ladder (`documents.live_spec`) served through the engine file's
 `live:` section on the case's live device, with
 
     engine.name            the engine file's name (a manifest may name the server otherwise)
     device.hardware        the card, its driver and CUDA version, and the framework's torch
     throughput.plan_expected  the startup figures the engine's own plan of the case predicts (engines
                            under test with a `plan:` section; None otherwise): live.plan_matches_run
-    provenance.environment {pack: the oracle pack the engine ran from (`harness.pack_provenance`: every
+    provenance.environment {pack: the oracle pack the engine ran from (`engines.pack_provenance`: every
                            package's version, what was left out), host: the host's driver, CUDA and the
                            engine's torch (`harness.host_env`)}, and provenance.deviations, each deviation
                            from the oracle's defaults, when the engine ran from a pack (`pack_dir`)

@@ -2,7 +2,7 @@
 
 Contract: `run_peer(case, served, out_dir)` measures `transformers_peer.hf_ladder` on the case's target
 (its config, seeded random weights) on the case's live device with the case's workload and
-`live.transformers_peer` settings, stamps the same hardware line as `live.measure` does, and writes into
+`live.transformers_peer` settings, stamps the same hardware line as `harness.live_measure` does, and writes into
 `out_dir`: `<case>.json` (the peer's run observation, schema-valid) and `<case>-ratios.json` ({engine:
 transformers_peer.ratios(engine's observation, the peer's)} for every engine in `served`). Returns
 (peer observation, ratios). The peer never judges an engine: it is a baseline shown beside them.

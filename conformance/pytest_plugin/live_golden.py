@@ -9,7 +9,7 @@ deviation from its defaults).
 
 Contract: `check_live_golden(snapshot, obs, case_spec, is_oracle)` records under --snapshot-update
 (only an `ok` observation: a failed run is never an expectation) and returns None; otherwise it reads
-the golden syrupy holds and returns `checks.live_golden`'s verdict, telling syrupy the golden was used.
+the golden syrupy holds and returns `checks.live_checks.live_golden`'s verdict, telling syrupy the golden was used.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Contract: `ObservationStore(root).get(engine, cases)` returns {case_id: observat
 case, planning only what `root` does not hold yet for that (engine, case digest). Parallel
 workers (pytest-xdist) share one store directory: a file lock per engine makes the first
 worker plan every case in one adapter process while the others wait and then read; it plans through
-the run session (`job.session.plan`: the engine's environment installed, then its cases planned).
+the run session (`run.session.plan`: the engine's environment installed, then its cases planned).
 """
 
 from __future__ import annotations

@@ -296,7 +296,7 @@ class ConformanceSession:
         self._live_cases = {c.id: c for c in _live_cases(config)}
 
     def serve(self, engine: str, case: Case) -> dict[str, Any]:
-        """The engine's run observation of a live case (`live.measure`), served once per session."""
+        """The engine's run observation of a live case (`harness.live_measure`), served once per session."""
         key = (engine, case.id)
         if key not in self._served:
             from conformance.cli.commands.ladder import _overrides

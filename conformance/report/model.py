@@ -116,7 +116,7 @@ def outcome_counts(report: RunReport) -> dict[str, int]:
 
 def failed_run(report: RunReport) -> bool:
     """True when the run must exit non-zero: an engine error, a failed check no expectation names, or
-    an expected failure that passed (nothing passes silently; `job.exit_status` says which code)."""
+    an expected failure that passed (nothing passes silently; `run.exit_status` says which code)."""
     from conformance.checks.expectations import classify
 
     counts = outcome_counts(report)

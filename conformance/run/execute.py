@@ -1,10 +1,10 @@
 """`conformance run`: plan the selected cases on every available engine and write the run directory.
 
-Contract: `run_job(options, console)` returns the exit status of `job.exit_status` (0 every check
+Contract: `run_job(options, console)` returns the exit status of `run.exit_status` (0 every check
 passed or failed only as its expectations say, 1 a new failure or an unexpected pass, and when nothing
 was planned: every engine skipped, said so with each engine's reason; 3 an engine errored), 128 + the
 signal when interrupted (130 for SIGINT, 143 for SIGTERM: both are handled alike, and further signals
-are ignored while the report is written; `job.interrupt`); bad input raises `ConformanceError` (exit 2)
+are ignored while the report is written; `run.interrupt`); bad input raises `ConformanceError` (exit 2)
 before the run directory is made. Whatever happens, the run directory
 holds `observations.jsonl` (each observation appended as it arrives), `run.json`, a valid
 `index.html` and `junit.xml` of what was measured (the rest marked not run), and `latest` points
@@ -14,9 +14,9 @@ at it. A write into the run directory that fails (a full disk) stops planning an
 leaves half of one. The run directory is made under `reports_root`, default `reports/` of the working
 directory (never the framework checkout's unless run from there); engines under test read their own
 goldens from `goldens_dir` when given (oracles' stay the framework's). With `live`, the live cases are
-served (`live.measure`) instead of planned, oracles first. Engines run one after the other, one adapter process per engine for all cases
+served (`harness.live_measure`) instead of planned, oracles first. Engines run one after the other, one adapter process per engine for all cases
 (`plan_cases`); an oracle whose venv is not cached is built first, or skipped with `no_build`. Cases, engines,
-environments and judging come from the run session (`job.session`); `finish` judges the run directory and
+environments and judging come from the run session (`run.session`); `finish` judges the run directory and
 stores its verdicts before it renders them.
 """
 
@@ -263,7 +263,7 @@ def _pack_of(spec: EngineFile, packs: Sequence[Path]) -> Path | None:
 
 def _serve_engine(entry: dict[str, Any], spec: EngineFile, cases: Sequence[Case], options: RunOptions, run_dir: Path,
                   log: rundir.ObservationLog, progress: Progress, task) -> None:
-    """Live: serve every case on the engine (`live.measure`), one observation per case as it is measured."""
+    """Live: serve every case on the engine (`harness.live_measure`), one observation per case as it is measured."""
     from conformance.harness.live_measure import measure, serves
 
     if not spec.live:

@@ -4,10 +4,10 @@ Layout:
     run.json            the run's metadata: id, times, selection, engines (state, note, version), every
                         selected case's spec, the expectations and goldens directory it was judged
                         with (so a re-render judges the cases as they were run), and its `provenance`
-                        (host, device, framework commit, goldens revision, shard: `job.provenance`);
+                        (host, device, framework commit, goldens revision, shard: `run.provenance`);
                         a merged run (`conformance merge`) lists its runs' under `merged_from`
     observations.jsonl  one observation per line, appended and flushed as each one arrives
-    verdicts.jsonl      the verdicts the run was judged to (`job.session.judge_run_dir`), one per line
+    verdicts.jsonl      the verdicts the run was judged to (`run.session.judge_run_dir`), one per line
     index.html          the parity report        junit.xml   the verdicts for CI
     logs/<engine>/      the adapter processes' logs
 `reports/latest` points at the newest run by start (a symlink, or a file holding the run id where links
@@ -103,7 +103,7 @@ class ObservationLog:
 
 def read_observations(run_dir: Path) -> list[dict[str, Any]]:
     """The run's observations, validated, with the paths of the checkout that measured them written as
-    this checkout's (`job.relocate`; run.json's provenance says where it ran)."""
+    this checkout's (`run.relocate`; run.json's provenance says where it ran)."""
     from conformance.run.relocate import moves
 
     path = Path(run_dir) / OBSERVATIONS_FILE

@@ -1,10 +1,10 @@
 """A run session: the one place where case selection, engine resolution, environment installation,
-planning and judging meet. `conformance run` (`job.execute`), `conformance plan` and the pytest plugin
-go through it; the run directory (`job.rundir`) stores and loads what it gives, and never judges.
+planning and judging meet. `conformance run` (`run.execute`), `conformance plan` and the pytest plugin
+go through it; the run directory (`run.rundir`) stores and loads what it gives, and never judges.
 
 Contract:
 - `open_session(cases, engines, cases_dir, live, default, required)` selects the cases (`--cases`, one
-  syntax in every face: `job.selection`) and resolves the engines once (`--engines`, a comma list of
+  syntax in every face: `run.selection`) and resolves the engines once (`--engines`, a comma list of
   shipped names, entry points or engine files; none: every known engine). Bad input raises
   `ConformanceError` naming it. `Session.roles` is each engine's role as resolved here; `conformance run`
   records it in run.json, and the report reads it back from there (`roles.recorded_roles`).

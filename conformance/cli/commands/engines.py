@@ -2,7 +2,7 @@
 
 `list` prints each engine's name, role, version, plan kind and environment state (shipped engine
 files, entry-point engines, and any files named with --engine). `check` validates engine files and
-lints what a plan.log file maps (`harness.lint`): every mapped path must be in the observation schema
+lints what a plan.log file maps (`checks.engine_lint`): every mapped path must be in the observation schema
 (an error), fields the checks read with no rule are warned about, and with `--sample-log FILE` or
 `--case CASE` (the port's own output on that case) a printed line that looks like a bound or a refusal
 and that no rule maps is a warning. Exit 0 when every file is valid (warnings allowed), 2 (with

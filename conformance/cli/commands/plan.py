@@ -1,6 +1,6 @@
 """`conformance plan --engine E --cases C`: one engine's plan-mode observation(s), as JSON on stdout.
 
-`--cases` is the selection of every face (`job.selection`: case ids, globs over them, `tag:NAME`, case
+`--cases` is the selection of every face (`run.selection`: case ids, globs over them, `tag:NAME`, case
 files; repeatable, or a comma list); `--case` is the same option. A live case may be named too.
 
 Exit status: 0 when every observation is ok or refused (a refusal is data), 1 when any is an
