@@ -127,8 +127,8 @@ for step in "$@"; do
       done
       ;;
     engine-tests)
-      "${T[@]}" python3 -m pytest tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py \
-        tests/engine_under_test/test_chain_kernel.py tests/engine_under_test/test_gpu_kernels.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
+      "${T[@]}" python3 -m pytest tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py \
+        tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
         | tee "$OUT/engine-tests.log" | tail -15
       ;;
     same-run)

@@ -11,5 +11,5 @@ imports no pytest and knows no engine by name. Each suite module exports `ROWS` 
 order the suite lists them); `conformance.checks.check_table` assembles them into `CHECKS` and
 `LIVE_CHECKS` and supplies each check its oracle's document. The tables in README.md and
 suites/*/README.md are generated from the rows (`conformance docs`), so adding a row without its
-prose (`fails_when`) fails `tests/conformance/test_docs.py`.
+prose (`fails_when`) fails `tests/cli/test_docs.py`.
 """

@@ -23,7 +23,7 @@ if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
 
 from engine_under_test.model.kept_inputs import KeptInputs  # noqa: E402
 from engine_under_test.model.gdn_snapshots import gdn_commit, gdn_snapshots  # noqa: E402
-from tests.engine_under_test.triton_interpreter import interpret_snapshot_kernels  # noqa: E402
+from tests.engine_under_test.model.triton_interpreter import interpret_snapshot_kernels  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 DEVICE = "cuda" if CUDA else "cpu"

@@ -41,7 +41,7 @@ from engine_under_test.runtime.caches import layer_caches
 from engine_under_test.shapes import read_draft_shape, read_target_shape
 
 from conformance.paths import MODELS_DIR
-from tests.engine_under_test.triton_interpreter import interpret_snapshot_kernels
+from tests.engine_under_test.model.triton_interpreter import interpret_snapshot_kernels
 
 PROJECTION_REL_ERR = 1e-6
 # Whole runs: the fused and the separate GEMMs round alike except the tiny in_proj_b / in_proj_a

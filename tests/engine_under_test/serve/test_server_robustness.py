@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from tests.serve.test_server import _argv, _start
+from tests.engine_under_test.serve.test_server import _argv, _start
 
 NORMAL = {"prompt": [1, 2, 3], "max_tokens": 4, "temperature": 0, "ignore_eos": True}
 

@@ -1,7 +1,7 @@
 """`pytest suites/ --engines X` collects the checks of the engines asked for and nothing else: every
 item it would run is a suite test parametrized by engine (or the GPU nightly, which skips on a CPU); the
 framework's own self-tests live under tests/ and run with `pytest tests/` (the live suite's options in
-tests/live, where the old throughput suite's self-tests went when it folded into suites/live)."""
+tests/pytest_plugin/test_live_options.py, where the old throughput suite's self-tests went when it folded into suites/live)."""
 
 from __future__ import annotations
 
