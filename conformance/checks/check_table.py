@@ -28,8 +28,8 @@ from conformance.checks import budget, live as live_rows, memory, trace
 from conformance.checks.golden import golden_verdict
 from conformance.checks.live import SAME_RUN
 from conformance.checks.row import BOTH, ORACLE, UNDER_TEST, CheckInput, CheckSpec
-from conformance.documents.golden_doc import GoldenFormatError, GoldenMissingError
 from conformance.checks.verdicts import FAIL, MISSING_GOLDEN, SKIP, SUITE_SECTIONS, Verdict
+from conformance.documents.golden_doc import GoldenFormatError, GoldenMissingError
 
 __all__ = ["BOTH", "CHECKS", "CHECK_RAISED", "LIVE_CHECKS", "ORACLE", "SAME_RUN", "UNDER_TEST", "CheckInput",
            "CheckSpec", "GoldenLookup", "LiveLookup", "checks_of", "evaluate", "evaluate_golden", "judge_live",

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from conformance.errors import ConformanceError
 from conformance.checks.verdicts import FAIL, PASS, Verdict
+from conformance.errors import ConformanceError
 
 
 class ExpectationsError(ConformanceError):

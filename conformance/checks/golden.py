@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.common import engine_label, verdict
-from conformance.checks.row import BOTH, CheckInput, CheckSpec
 from conformance.checks.diff import json_diff
-from conformance.documents.golden_doc import golden_view
+from conformance.checks.row import BOTH, CheckInput, CheckSpec
 from conformance.checks.verdicts import FAIL, MISSING_GOLDEN, PASS, SKIP, SUITE_SECTIONS, Verdict
+from conformance.documents.golden_doc import golden_view
 
 FAILS_WHEN = ("an oracle moved from its golden (an oracle without one fails); an engine under test with a golden "
               "regressed (without one: skipped, it is judged against the oracles)")

@@ -34,8 +34,8 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from conformance import paths
 from conformance.checks.diff import json_diff
-from conformance.documents.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMissingError, dumps, golden_view, portable, read_golden_text)
 from conformance.checks.golden import golden_verdict
+from conformance.documents.golden_doc import (GOLDEN_FORMAT, GoldenFormatError, GoldenMissingError, dumps, golden_view, portable, read_golden_text)
 from conformance.engines.roles import ORACLE, UNDER_TEST
 from conformance.engines.shipped import reserved_oracle_names
 

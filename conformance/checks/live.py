@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks import live_checks as lc
 from conformance.checks.common import by, verdict
 from conformance.checks.row import BOTH, ORACLE, UNDER_TEST, CheckInput, CheckSpec
-from conformance.checks import live_checks as lc
 from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 
 MIN_CONCURRENCY_SAMPLES = 5   # samples of the running-requests gauge a rung needs before its maximum means anything

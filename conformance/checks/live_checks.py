@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.documents import units
 from conformance.checks.intervals import (FAIL as I_FAIL, INCONCLUSIVE as I_INCONCLUSIVE, fold, judge_ratio, ratio_interval)
-from conformance.documents.live_spec import Band, LiveSpec, live_spec
 from conformance.checks.live_view import live_view, rungs_by_concurrency
 from conformance.checks.verdicts import FAIL, FINDING, INCONCLUSIVE, PASS, SKIP, Verdict
+from conformance.documents import units
+from conformance.documents.live_spec import Band, LiveSpec, live_spec
 
 GOLDEN = "live.golden"
 ACCEPTANCE = "live.acceptance_equals_vllm"

@@ -16,8 +16,8 @@ from typing import Any
 from conformance.checks.common import (by, documents_status_difference, engine_label, human_bytes, intended,
                                        not_reported, null_fields, verdict, whom)
 from conformance.checks.golden import golden_row
-from conformance.checks.row import BOTH, UNDER_TEST, CheckInput, CheckSpec
 from conformance.checks.memory_facts import (NOT_UNDER_KV_BOUND, STORES, UNKNOWN, draft_kv_location, pool_differences)
+from conformance.checks.row import BOTH, UNDER_TEST, CheckInput, CheckSpec
 from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 
 PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from conformance import paths
-from conformance.errors import CaseError, UnknownCaseError
-from conformance.documents.schemas import error_lines
 from conformance.documents.json_file import read_json
+from conformance.documents.schemas import error_lines
 from conformance.documents.yaml_file import YamlFileError, read_yaml
+from conformance.errors import CaseError, UnknownCaseError
 
 # Methods whose drafter is a separate model directory.
 DRAFT_MODEL_METHODS = frozenset({"dflash", "eagle3", "p-eagle", "dspark", "draft_model", "pard"})

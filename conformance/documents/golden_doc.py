@@ -11,8 +11,8 @@ import json
 from typing import Any, Iterable
 
 from conformance import paths
-from conformance.errors import ConformanceError
 from conformance.documents.observation import strip_volatile
+from conformance.errors import ConformanceError
 
 GOLDEN_FORMAT = 1
 HEADER_FIELDS = ("schema_version", "case_id", "status", "message")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.errors import ConformanceError
 from conformance.documents.schemas import error_lines, load_schema
+from conformance.errors import ConformanceError
 
 SCHEMA_VERSION = "1"
 

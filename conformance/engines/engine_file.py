@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from conformance.errors import ConformanceError
 from conformance.documents.observation import STEP_FIELDS as TRACE_GROUPS
-from conformance.engines.roles import ORACLE, ROLES
 from conformance.documents.schemas import error_lines
-from conformance.engines.shipped import reserved_name_problem
 from conformance.documents.yaml_file import YamlFileError, read_yaml
+from conformance.engines.roles import ORACLE, ROLES
+from conformance.engines.shipped import reserved_name_problem
+from conformance.errors import ConformanceError
 
 # Placeholders a plan command (or log dry run) may use besides the case's (engines.manifest.PLACEHOLDERS).
 PLAN_PLACEHOLDERS = {

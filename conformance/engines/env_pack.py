@@ -27,13 +27,13 @@ from typing import Callable
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from conformance.engines.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, validate_target
 from conformance.documents.file_digest import sha256_of
-from conformance.engines.env_pack_scripts import Launcher, write_scripts
-from conformance.errors import ConformanceError
 from conformance.engines.engine_file import EngineFile
+from conformance.engines.env_pack_fetch import PackFetchError, Pin, Target, fetch, required_glibc, validate_target
+from conformance.engines.env_pack_scripts import Launcher, write_scripts
 from conformance.engines.pack_provenance import PACK_FILE
 from conformance.engines.venv import OracleEnv, oracle_env
+from conformance.errors import ConformanceError
 
 PACK_FORMAT = 1
 INSTALLER_PACKAGES = ("pip",)  # the host brings its own installer

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from conformance import paths
+from conformance.documents.schemas import error_lines
+from conformance.documents.yaml_file import YamlFileError, read_yaml
+from conformance.engines.speculative_config import speculative_config
 from conformance.errors import ConformanceError
 from conformance.loadgen.client import OPENAI_COMPLETIONS
 from conformance.loadgen.settings import MetricNames
-from conformance.documents.schemas import error_lines
-from conformance.engines.speculative_config import speculative_config
-from conformance.documents.yaml_file import YamlFileError, read_yaml
 
 MANIFESTS_DIR = paths.PACKAGE_DIR / "engines" / "manifests"
 

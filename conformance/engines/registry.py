@@ -19,9 +19,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Iterable
 
-from conformance.errors import ConformanceError, UnknownEngineError
 from conformance.engines.engine_file import EngineFile, EngineFileError, load_engine_file
 from conformance.engines.shipped import SHIPPED_DIR
+from conformance.errors import ConformanceError, UnknownEngineError
 
 ENTRY_POINT_GROUP = "dflash_conformance.engines"
 SHIPPED_ORDER = ("reference", "vllm", "sglang")

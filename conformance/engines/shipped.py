@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import paths
-from conformance.engines.roles import ORACLE
 from conformance.documents.yaml_file import YamlFileError, read_yaml
+from conformance.engines.roles import ORACLE
 
 SHIPPED_DIR = paths.PACKAGE_DIR / "engines" / "engine_files"
 

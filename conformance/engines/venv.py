@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import paths
-from conformance.errors import OracleEnvError
 from conformance.engines.engine_file import EngineFile
+from conformance.errors import OracleEnvError
 
 MARKER = "conformance-env.json"
 

@@ -26,8 +26,8 @@ from typing import Any, Callable, Mapping
 
 from conformance.documents import observation
 from conformance.documents.cases import Case
-from conformance.engines.engine_file import EngineFile
 from conformance.documents.live_spec import live_spec
+from conformance.engines.engine_file import EngineFile
 from conformance.engines.roles import UNDER_TEST
 
 

@@ -30,12 +30,12 @@ from conformance.documents import observation
 from conformance.documents.cases import Case
 from conformance.engines.engine_file import PLAN_PLACEHOLDERS, CommandPlan, EngineFile, LogPlan
 from conformance.engines.manifest import ManifestError, case_values, render_argv, render_env
-from conformance.harness.plan_log import build_observation, fatal_message
 from conformance.harness.accept import accept_document, fail, stamp
 from conformance.harness.bounded_regex import Matcher
 from conformance.harness.capture import CappedOutput
-from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 from conformance.harness.engine_version import resolved_version
+from conformance.harness.plan_log import build_observation, fatal_message
+from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
 MAX_OUTPUT_BYTES = 64 << 20   # stdout: an observation (more is an error)
 MAX_LOG_BYTES = 8 << 20       # stderr: kept while the child runs; the rest is discarded, with a note

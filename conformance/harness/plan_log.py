@@ -20,8 +20,8 @@ import re
 from typing import Any
 
 from conformance.documents import observation
-from conformance.harness.bounded_regex import Matcher, clip_lines
 from conformance.engines.engine_file import BYTE_UNITS, TOKEN_UNITS, FieldRule, LogPlan
+from conformance.harness.bounded_regex import Matcher, clip_lines
 
 
 def _skeleton_memory() -> dict[str, Any]:

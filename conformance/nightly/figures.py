@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from conformance.documents.live_spec import live_spec
 from conformance.checks.live_view import live_view
+from conformance.documents.live_spec import live_spec
 
 PLAN_FIGURES = (("memory.max_concurrency", ("memory", "max_concurrency"), False),
                 ("budget.max_num_scheduled_tokens", ("budget", "max_num_scheduled_tokens"), False),

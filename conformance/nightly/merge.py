@@ -29,13 +29,13 @@ from typing import Any, Sequence
 
 from rich.console import Console
 
-from conformance.report.console_text import shown
 from conformance.errors import ConformanceError
-from conformance.run import rundir
-from conformance.run.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
-from conformance.run.provenance import goldens_revision
+from conformance.report.console_text import shown
 from conformance.report.model import RunReport
+from conformance.run import rundir
+from conformance.run.provenance import goldens_revision
+from conformance.run.relocate import moves, relocated
 
 UNKNOWN = "unknown"
 

@@ -22,8 +22,8 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from conformance.errors import ConformanceError
 from conformance.documents.file_digest import sha256_of
+from conformance.errors import ConformanceError
 from conformance.run import rundir, session
 
 FORMAT = "dflash-conformance-package/1"

@@ -24,10 +24,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conformance.errors import ConformanceError
-from conformance.run import rundir, session
 from conformance.documents.file_digest import sha256_of
+from conformance.errors import ConformanceError
 from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS
+from conformance.run import rundir, session
 from conformance.run.provenance import goldens_revision
 
 

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from conformance.documents.golden_doc import GoldenFormatError, golden_view, portable
 from conformance.checks import live_checks as checks
 from conformance.checks.live_view import live_view
 from conformance.checks.verdicts import Verdict
+from conformance.documents.golden_doc import GoldenFormatError, golden_view, portable
 
 
 def live_golden_doc(obs: dict[str, Any]) -> dict[str, Any]:

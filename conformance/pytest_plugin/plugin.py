@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from conformance.documents.cases import Case
 from conformance.checks.check_table import CHECKS, checks_of
-from conformance.errors import ConformanceError
+from conformance.documents.cases import Case
 from conformance.engines.engine_file import EngineFile
+from conformance.errors import ConformanceError
 from conformance.run import session as run_session
 from conformance.run.selection import EVERY_CASE, select_cases
 

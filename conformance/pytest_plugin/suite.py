@@ -19,9 +19,9 @@ from typing import Any, Callable
 import pytest
 
 from conformance.checks.check_table import CheckSpec, evaluate
-from conformance.pytest_plugin.expect import expect
-from conformance.engines.roles import ORACLE
 from conformance.checks.verdicts import SUITE_SECTIONS, Verdict
+from conformance.engines.roles import ORACLE
+from conformance.pytest_plugin.expect import expect
 
 SUITE_ATTR = "conformance_suite"
 KIND_ATTR = "conformance_kind"

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from conformance.checks.expectations import Expectation
-from conformance.engines.roles import ORACLE
 from conformance.checks.verdicts import FINDING, Verdict
+from conformance.engines.roles import ORACLE
 
 OUTCOMES = ("pass", "fail", "finding", "refused", "error", "not run")
 

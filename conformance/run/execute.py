@@ -34,22 +34,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from conformance.documents import observation
 from conformance.documents.cases import Case
-from conformance.report.console_text import shown
 from conformance.engines.engine_file import EngineFile
-from conformance.harness.plan_runner import plan_cases
 from conformance.errors import OracleEnvError, RunDirWriteError
-from conformance.run import rundir, session
-from conformance.run.provenance import run_provenance
-from conformance.run.shard import Shard
-from conformance.run.interrupt import Interrupts
-from conformance.run.summary import print_summary
+from conformance.harness.engine_version import resolved_version
+from conformance.harness.plan_runner import plan_cases
 from conformance.report.atomic import write_atomic
+from conformance.report.console_text import shown
 from conformance.report.fallback import fallback_html, fallback_junit
 from conformance.report.junit import write_junit
-from conformance.run.exit_status import run_exit_status
 from conformance.report.model import RunReport
 from conformance.report.render import write_html
-from conformance.harness.engine_version import resolved_version
+from conformance.run import rundir, session
+from conformance.run.exit_status import run_exit_status
+from conformance.run.interrupt import Interrupts
+from conformance.run.provenance import run_provenance
+from conformance.run.shard import Shard
+from conformance.run.summary import print_summary
 
 AfterReport = Callable[[Path, RunReport, Console], None]   # (run directory, its report, the console)
 

@@ -35,13 +35,13 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple
 
-from conformance.errors import ConformanceError
 from conformance.checks.expectations import Expectation
+from conformance.checks.verdicts import Verdict
 from conformance.documents.observation import ObservationError, failed, validate
+from conformance.documents.schemas.values import value_problems
+from conformance.errors import ConformanceError
 from conformance.report.atomic import write_atomic
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
-from conformance.documents.schemas.values import value_problems
-from conformance.checks.verdicts import Verdict
 
 RUN_FILE = "run.json"
 OBSERVATIONS_FILE = "observations.jsonl"

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from conformance.documents.cases import Case
 from conformance.checks.check_table import GoldenLookup, judge_run, memoized
-from conformance.engines.envs import install
 from conformance.checks.goldens import golden_lookup as role_golden_lookup
+from conformance.checks.verdicts import Verdict
+from conformance.documents.cases import Case
 from conformance.engines.engine_file import EngineFile
-from conformance.harness.plan_runner import OnObservation, plan_cases
+from conformance.engines.envs import install
 from conformance.engines.registry import resolve_engines
+from conformance.engines.roles import recorded_roles
 from conformance.engines.venv import oracle_env
+from conformance.harness.plan_runner import OnObservation, plan_cases
 from conformance.run import rundir
 from conformance.run.selection import DEFAULT_SELECTION, Selection, select_cases
-from conformance.engines.roles import recorded_roles
-from conformance.checks.verdicts import Verdict
 
 Say = Callable[[str], None]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from conformance.report.console_text import shown
 from conformance.checks.expectations import classify
+from conformance.checks.verdicts import MISSING_GOLDEN
+from conformance.report.console_text import shown
 from conformance.report.families import cell_families
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, outcome_counts
-from conformance.checks.verdicts import MISSING_GOLDEN
 
 STYLES = {"pass": "bold green", "fail": "bold red", "finding": "bold blue", "refused": "yellow",
           "error": "bold magenta", "not run": "dim"}

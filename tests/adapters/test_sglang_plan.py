@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.documents import observation
 from conformance import paths
+from conformance.documents import observation
 from conformance.documents.cases import load_all, load_case
 from conformance.engines.registry import resolve_engine
 

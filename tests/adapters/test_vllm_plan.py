@@ -10,11 +10,11 @@ import math
 
 import pytest
 
-from conformance.documents import observation
 from conformance import paths
-from conformance.harness.plan_runner import plan_cases
-from conformance.engines.registry import resolve_engine
+from conformance.documents import observation
 from conformance.documents.cases import load_all
+from conformance.engines.registry import resolve_engine
+from conformance.harness.plan_runner import plan_cases
 from conformance.run.selection import select_cases
 
 pytestmark = pytest.mark.oracle

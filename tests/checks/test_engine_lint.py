@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.engines.engine_file import load_engine_file
 from conformance.checks.engine_lint import lint
+from conformance.engines.engine_file import load_engine_file
 
 C_PORT = paths.REPO_ROOT / "examples" / "c-port"
 

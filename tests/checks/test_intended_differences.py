@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.documents import observation
-from conformance.documents.cases import find_case, parse_case
-from conformance.errors import CaseError
 from conformance.checks.budget import active_seqs_not_below_sglang, budget_parity_with_vllm
 from conformance.checks.memory import seats_equal_vllm
 from conformance.checks.row import CheckInput
+from conformance.documents import observation
+from conformance.documents.cases import find_case, parse_case
+from conformance.errors import CaseError
 
 
 def obs(engine, *, seats, seqs=4, active=4):

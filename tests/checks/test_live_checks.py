@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.documents import observation
-from conformance.checks.check_table import judge_live
-from conformance.documents.golden_doc import GoldenMissingError
 from conformance.checks import live_checks as lc
+from conformance.checks.check_table import judge_live
+from conformance.documents import observation
+from conformance.documents.golden_doc import GoldenMissingError
 from conformance.pytest_plugin.live_golden import live_golden_doc
 
 HW = "one NVIDIA H200 (139.8 GiB) [GPU-1111], driver 580, CUDA 13.0, torch 2.11"

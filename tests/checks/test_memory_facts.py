@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import copy
 
-from conformance.documents.cases import find_case
+from conformance import paths
 from conformance.checks.check_table import CHECKS, evaluate, oracle_document
 from conformance.checks.goldens import find_golden
-from conformance.engines.engine_file import load_engine_file
 from conformance.checks.memory import inside_the_bound, per_sequence_equals_vllm, seats_equal_vllm
 from conformance.checks.row import CheckInput
-from conformance import paths
+from conformance.documents.cases import find_case
+from conformance.engines.engine_file import load_engine_file
 
 
 def oracle(name: str, case_id: str) -> dict:

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.documents.cases import find_case
-from conformance.checks.check_table import judge_live
-from conformance.documents.golden_doc import GoldenMissingError
-from conformance.checks.goldens import find_golden
 from conformance.checks import live_checks as lc
+from conformance.checks.check_table import judge_live
+from conformance.checks.goldens import find_golden
+from conformance.documents.cases import find_case
+from conformance.documents.golden_doc import GoldenMissingError
 
 RESULTS = Path(__file__).resolve().parents[2] / "suites" / "results" / "live"
 

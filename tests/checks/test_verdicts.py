@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 
-from conformance.documents import observation
-from conformance.checks.goldens import golden_view
-from conformance.checks.check_table import CHECKS
 from conformance.checks.budget import active_seqs_not_below_sglang, budget_parity_with_vllm
+from conformance.checks.check_table import CHECKS
 from conformance.checks.golden import golden_verdict
+from conformance.checks.goldens import golden_view
 from conformance.checks.memory import inside_the_bound, ledger_holds_seats, per_sequence_equals_vllm, seats_equal_vllm
 from conformance.checks.row import CheckInput
 from conformance.checks.trace import steps_within_budget, trace_equals_vllm
+from conformance.documents import observation
 
 SPEC = {"id": "c", "memory": {"kv_cache_bytes": 1000}}
 

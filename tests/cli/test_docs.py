@@ -12,10 +12,10 @@ import pytest
 
 from conformance import paths
 from conformance.checks.check_table import CHECKS, LIVE_CHECKS
+from conformance.checks.engine_lint import schema_node
 from conformance.checks.row import UNDER_TEST, CheckSpec
 from conformance.cli.docs_gen import CHECKS_BEGIN, CHECKS_END, check_table_md, documents
 from conformance.engines.engine_file import PLAN_PLACEHOLDERS
-from conformance.checks.engine_lint import schema_node
 from conformance.engines.manifest import PLACEHOLDERS
 
 

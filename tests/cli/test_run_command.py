@@ -16,10 +16,10 @@ import yaml
 
 from conformance import paths
 from conformance.cli.main import main
-from conformance.run.rundir import load_report
-from conformance.run.selection import DEFAULT_SELECTION, select_cases
 from conformance.documents.observation import validate
 from conformance.report.model import failed_run
+from conformance.run.rundir import load_report
+from conformance.run.selection import DEFAULT_SELECTION, select_cases
 
 
 def test_default_selection_is_seed_and_drafting_table():

@@ -1,8 +1,8 @@
 """Goldens must compare equal in any clone: local paths are written as <repo> / <cache>."""
 
-from conformance.documents import observation
 from conformance import paths
 from conformance.checks.goldens import golden_view
+from conformance.documents import observation
 
 
 def test_repo_and_cache_paths_are_portable():

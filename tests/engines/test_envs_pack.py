@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from packaging.utils import canonicalize_name
 
-from conformance.engines import env_pack
 from conformance import paths
 from conformance.cli.main import main
+from conformance.engines import env_pack
 from conformance.engines.env_pack_fetch import Pin, Target, wheel_matches
 from conformance.engines.env_pack_scripts import Launcher, write_scripts
-from conformance.engines.venv import oracle_env
 from conformance.engines.registry import resolve_engine
+from conformance.engines.venv import oracle_env
 
 PLATFORM = "manylinux_2_28_x86_64"
 SMALL = ("tabulate", "sniffio", "packaging")  # pure-Python wheels the vLLM venv resolved

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.documents.cases import find_case
 from conformance.engines.manifest import ManifestError, case_values, load_manifest, render_argv
 from conformance.harness.live import parse_plan_figures
-from conformance.documents.cases import find_case
 
 
 @pytest.mark.parametrize("name", ["reference", "vllm", "sglang"])

@@ -11,14 +11,14 @@ from importlib import metadata
 
 import pytest
 
-from conformance.engines import env_pack
 from conformance import paths
+from conformance.engines import env_pack
 from conformance.engines.env_pack_fetch import Target, required_glibc
+from conformance.engines.pack_provenance import pack_provenance
+from conformance.engines.registry import resolve_engine
 from conformance.engines.venv import oracle_env
 from conformance.errors import ConformanceError
 from conformance.harness.host_env import cuda_version_text, engine_torch, nvml_environment
-from conformance.engines.pack_provenance import pack_provenance
-from conformance.engines.registry import resolve_engine
 
 PLATFORM = "manylinux_2_28_x86_64"
 

@@ -14,8 +14,8 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.documents.cases import load_all
 from conformance.checks.goldens import find_golden
+from conformance.documents.cases import load_all
 from conformance.run.rundir import load_report, resolve_run_dir
 
 PORT = paths.REPO_ROOT / "examples" / "c-port"

@@ -10,8 +10,8 @@ import sys
 import yaml
 
 from conformance import paths
-from conformance.documents.cases import find_case, load_all
 from conformance.checks.goldens import find_golden
+from conformance.documents.cases import find_case, load_all
 from conformance.run.rundir import load_report, resolve_run_dir
 
 SEED = "seed-drafting-reservation-pard"

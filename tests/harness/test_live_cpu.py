@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.documents.cases import load_case
 from conformance.checks.check_table import judge_live
+from conformance.documents.cases import load_case
 from conformance.documents.golden_doc import GoldenMissingError
 from conformance.engines.registry import resolve_engine
 from conformance.harness.live_measure import measure

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.documents import observation
 from conformance import paths
+from conformance.documents import observation
+from conformance.documents.cases import load_case
 from conformance.engines.manifest import load_manifest
 from conformance.harness.live import run_live
-from conformance.documents.cases import load_case
 from conformance.loadgen import LoadgenSettings
 
 CASE = {

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from conformance import paths
-from conformance.run.session import judge_observations
 from conformance.run.relocate import moves, relocated
+from conformance.run.session import judge_observations
 
 ELSEWHERE = "/ci/host-b/checkout"
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.documents.cases import load_all
 from conformance.checks.check_table import CHECKS
 from conformance.cli.main import main
+from conformance.documents.cases import load_all
 from conformance.errors import ConformanceError
 from conformance.run.rundir import read_observations, read_run_meta
 from conformance.run.shard import Shard, parse_shard, shard_index

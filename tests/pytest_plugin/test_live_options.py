@@ -14,13 +14,13 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.documents.cases import load_case
-from conformance.engines.registry import resolve_engine
-from conformance.run.rundir import load_report, resolve_run_dir
 from conformance.checks import live_checks as checks
-from conformance.pytest_plugin.live_golden import live_golden_doc
-from conformance.harness.live_measure import measure
+from conformance.documents.cases import load_case
 from conformance.documents.live_spec import live_spec, parse_ladder, with_ladder
+from conformance.engines.registry import resolve_engine
+from conformance.harness.live_measure import measure
+from conformance.pytest_plugin.live_golden import live_golden_doc
+from conformance.run.rundir import load_report, resolve_run_dir
 
 CASE = paths.live_cases_dir() / "live-tiny-dflash-cpu.yaml"
 PYTEST = [sys.executable, "-m", "pytest", "suites/live", "-p", "no:cacheprovider", "-p", "no:randomly", "-q"]

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.run import exit_status
-from conformance.documents import observation
 from conformance import paths
-from conformance.documents.cases import find_case
 from conformance.checks.check_table import CHECKS, judge_run
+from conformance.documents import observation
+from conformance.documents.cases import find_case
+from conformance.run import exit_status
 
 from ._cli import cli
 from ._forge import forged_engine, reference_observation

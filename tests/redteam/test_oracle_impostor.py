@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 from conformance import paths
-from conformance.documents.cases import find_case
 from conformance.checks.check_table import judge_run
+from conformance.documents.cases import find_case
 from conformance.documents.golden_doc import GoldenMissingError
 
 from ._cli import cli

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.run import exit_status
 from conformance import paths
+from conformance.run import exit_status
 from conformance.run import rundir
 
 from ._cli import cli, project_env

@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from conformance.documents import observation
-from conformance.harness.plan_runner import plan_cases
 from conformance.documents.cases import Case, find_case, load_case
 from conformance.engines.engine_file import EngineFile, ModulePlan
+from conformance.harness.plan_runner import plan_cases
 
 ADAPTERS = "tests.fixtures.faulty_adapters"
 

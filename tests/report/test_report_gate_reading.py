@@ -13,14 +13,14 @@ from dataclasses import replace
 from rich.console import Console
 
 from conformance.checks.expectations import Expectation
-from conformance.run.exit_status import run_exit_status
-from conformance.run.summary import print_summary
+from conformance.checks.verdicts import Verdict
 from conformance.report import charts, render
 from conformance.report.families import FAMILIES, cell_families, family_of
 from conformance.report.junit import junit_tree
 from conformance.report.model import EngineEntry, cell_outcome, failed_run, outcome_counts
 from conformance.report.palette import palette, palette_colours
-from conformance.checks.verdicts import Verdict
+from conformance.run.exit_status import run_exit_status
+from conformance.run.summary import print_summary
 
 
 def _with_roles(report, roles: dict[str, str]):

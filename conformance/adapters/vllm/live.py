@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapters.vllm.config import KV_CACHE_DTYPES
-from conformance.errors import ConformanceError
 from conformance.engines.speculative_config import speculative_config
+from conformance.errors import ConformanceError
 
 EXTRA_PLACEHOLDERS = {
     "vllm": "the `vllm` executable (PATH, else --set vllm=PATH)",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from conformance.errors import ConformanceError
 from conformance.engines.registry import default_engines, resolve_engine
+from conformance.errors import ConformanceError
 from conformance.harness.engine_version import resolved_version
 
 NAME = "engines"

@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conformance.documents.cases import find_case
-from conformance.report.console_text import inert
-from conformance.errors import ConformanceError
 from conformance.cli.commands.ladder_load import add_load_arguments, load_settings
+from conformance.documents.cases import find_case
+from conformance.errors import ConformanceError
+from conformance.report.console_text import inert
 
 NAME = "ladder"
 HELP = "run a live throughput ladder on an engine through its process-adapter manifest"

@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 from conformance.documents.cases import Case, parse_case
-from conformance.report.console_text import inert
-from conformance.errors import ConformanceError
 from conformance.engines.registry import known_names
+from conformance.errors import ConformanceError
+from conformance.report.console_text import inert
 from conformance.run import session
 from conformance.run.selection import ANY_POOL
 

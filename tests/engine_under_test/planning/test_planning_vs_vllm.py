@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.run.selection import select_cases
 from conformance.documents.observation import STEP_FIELDS
+from conformance.run.selection import select_cases
 from engine_under_test.drafting import drafting_budget
 
 pytestmark = pytest.mark.oracle
