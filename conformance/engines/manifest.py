@@ -262,3 +262,15 @@ def render_env(env: Mapping[str, str | None], values: Mapping[str, Any]) -> dict
         if all(_is_set(values.get(n)) for n in names):
             out[key] = render(template, values, f"env.{key}")
     return out
+
+
+def placeholder_overrides(pairs: list[str]) -> dict[str, Any]:
+    """`KEY=VALUE` strings (`--set`, `--live-set`) as the placeholder overrides of a manifest; a pair
+    without `=` or without a key raises `ConformanceError` naming it."""
+    out: dict[str, Any] = {}
+    for p in pairs:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise ConformanceError(f"--set {p!r}: expected KEY=VALUE")
+        out[key] = value
+    return out

@@ -299,7 +299,7 @@ class ConformanceSession:
         """The engine's run observation of a live case (`harness.live_measure`), served once per session."""
         key = (engine, case.id)
         if key not in self._served:
-            from conformance.cli.commands.ladder import _overrides
+            from conformance.engines.manifest import placeholder_overrides
             from conformance.engines.pack_provenance import pack_provenance
             from conformance.harness.live_measure import measure
 
@@ -307,7 +307,7 @@ class ConformanceSession:
             packs = [Path(p) for p in self.config.getoption("--oracle-pack")]
             pack = next((p for p in packs if pack_provenance(p).get("engine") == spec.name), None)
             log_dir = Path(self.store.root) / "live" / engine
-            self._served[key] = measure(spec, case, _overrides(self.config.getoption("--live-set")), log_dir,
+            self._served[key] = measure(spec, case, placeholder_overrides(self.config.getoption("--live-set")), log_dir,
                                         pack_dir=pack)
         return self._served[key]
 

@@ -31,16 +31,6 @@ HELP = "run a live throughput ladder on an engine through its process-adapter ma
 SATURATED = {"client": "client", "concurrency_cap": "engine"}   # who held the rate back (open loop)
 
 
-def _overrides(pairs: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for p in pairs:
-        key, sep, value = p.partition("=")
-        if not sep or not key:
-            raise ConformanceError(f"--set {p!r}: expected KEY=VALUE")
-        out[key] = value
-    return out
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     who = p.add_mutually_exclusive_group(required=True)
     who.add_argument("--engine", help="an engine (shipped name or engine file) whose `live:` section says how it serves")
@@ -112,7 +102,7 @@ def _write(path: Path, obs: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.engines.manifest import load_manifest
+    from conformance.engines.manifest import load_manifest, placeholder_overrides
     from conformance.harness.live import run_live
 
     if args.engine:
@@ -139,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
 
     with Interrupts() as stop:
         try:
-            obs = run_live(manifest, case.to_json(), settings, _overrides(args.set), args.log_dir, on_rung=progress)
+            obs = run_live(manifest, case.to_json(), settings, placeholder_overrides(args.set), args.log_dir, on_rung=progress)
         except KeyboardInterrupt as exc:   # the rungs measured so far are written, then the signal's exit code
             partial = getattr(exc, "observation", None)
             if partial is not None and args.out:

@@ -62,7 +62,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from conformance.cli.commands.ladder import _overrides
+    from conformance.engines.manifest import placeholder_overrides
     from conformance.errors import ConformanceError
     from conformance.documents.live_spec import parse_ladder
     from conformance.nightly.history import record_finished_run
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
     history = None if args.no_history else partial(record_finished_run, url=args.history)
     options = RunOptions(live_ladder=ladder, case_patterns=tuple(args.cases), engines=args.engines, reports_root=args.out,
                          no_build=args.no_build, cases_dir=args.cases_dir, live=args.live,
-                         overrides=tuple(_overrides(args.set).items()), packs=tuple(args.oracle_pack),
+                         overrides=tuple(placeholder_overrides(args.set).items()), packs=tuple(args.oracle_pack),
                          expectations=tuple(args.expectations), goldens_dir=args.goldens_dir,
                          shard=parse_shard(args.shard), after_report=history)
     return run_job(options, Console(stderr=False))
