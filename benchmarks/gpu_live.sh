@@ -53,8 +53,8 @@ trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
-ENGINE_TESTS=(tests/engine_under_test/test_pipelined_step.py tests/engine_under_test/test_gpu_lossless.py
-              tests/engine_under_test/test_chain_kernel.py tests/engine_under_test/test_gpu_kernels.py)
+ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py
+              tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
 wait_engine_tests() { local pid; pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
                       while kill -0 "$pid" 2>/dev/null; do sleep 2; done; }
@@ -108,13 +108,13 @@ for step in "$@"; do
       ;;
     golden-2b|golden-27b)
       case_id=live-2b-dflash-k8; [ "$step" = golden-27b ] && case_id=live-27b-dflash-c32-k8
-      "${T[@]}" python3 -m pytest -p conformance.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
+      "${T[@]}" python3 -m pytest -p conformance.pytest_plugin.plugin suites/live -m gpu --engines "${GOLDEN_ENGINES:-vllm}" --cases "$case_id" \
         "${ORACLE_SET[@]}" --snapshot-update --snapshot-no-cleanup -rA -q -p no:cacheprovider --verdicts-out "$OUT/$step-${GOLDEN_ENGINES:-vllm}-verdicts.jsonl" \
         2>&1 | tee "$OUT/$step-${GOLDEN_ENGINES:-vllm}.log" | tail -40
       ;;
     golden-bg)
       mkdir -p "$OUT/golden-bg"
-      setsid bash -c "python3 -m pytest -p conformance.plugin suites/live -m gpu --engines ${GOLDEN_ENGINES:-vllm} \
+      setsid bash -c "python3 -m pytest -p conformance.pytest_plugin.plugin suites/live -m gpu --engines ${GOLDEN_ENGINES:-vllm} \
           --cases live-2b-dflash-k8,live-27b-dflash-c32-k8 ${ORACLE_SET[*]} --snapshot-update --snapshot-no-cleanup -rA -q \
           -p no:cacheprovider --basetemp /tmp/bt-golden --verdicts-out $OUT/golden-bg/verdicts.jsonl \
           > $OUT/golden-bg/pytest.log 2>&1; echo \$? > $OUT/golden-bg/rc" < /dev/null > /dev/null 2>&1 &
@@ -158,7 +158,7 @@ for step in "$@"; do
       ;;
     same-run-pytest)
       wait_engine_tests; mkdir -p "$OUT/same-run-pytest"
-      setsid bash -c "python3 -m pytest -p conformance.plugin suites/ -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
+      setsid bash -c "python3 -m pytest -p conformance.pytest_plugin.plugin suites/ -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
           --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
           -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
           --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;

@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.max_num_seqs:
         obs = run_one(args, n, ceil, nvml, hw)
         try:
-            from conformance.observation import validate
+            from conformance.documents.observation import validate
 
             validate(obs, f"benchmarks/gpu_runtime.py seqs={n}")
         except ImportError:   # jsonschema absent on the device machine: validate where it is installed

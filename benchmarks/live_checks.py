@@ -19,11 +19,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conformance.cases import load_case  # noqa: E402
-from conformance.check_table import judge_live  # noqa: E402
+from conformance.checks.check_table import judge_live  # noqa: E402
+from conformance.documents.cases import load_case  # noqa: E402
+from conformance.engines.manifest import manifest_from_engine_file  # noqa: E402
+from conformance.engines.registry import resolve_engine  # noqa: E402
 from conformance.harness.live import run_live  # noqa: E402
-from conformance.harness.manifest import manifest_from_engine_file  # noqa: E402
-from conformance.harness.registry import resolve_engine  # noqa: E402
 from conformance.loadgen import LoadgenSettings  # noqa: E402
 
 ENGINES = (("reference", "pass"), ("examples/defective-port/live-engine.yaml", "pass"),

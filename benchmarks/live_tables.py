@@ -17,12 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from conformance import units  # noqa: E402
-from conformance.cases import find_case  # noqa: E402
-from conformance.goldens import find_golden  # noqa: E402
-from conformance.live.checks import bound_of, overruns  # noqa: E402
-from conformance.live.intervals import ratio_interval  # noqa: E402
-from conformance.live.view import live_view, rungs_by_concurrency  # noqa: E402
+from conformance.checks.goldens import find_golden  # noqa: E402
+from conformance.checks.intervals import ratio_interval  # noqa: E402
+from conformance.checks.live_checks import bound_of, overruns  # noqa: E402
+from conformance.checks.live_view import live_view, rungs_by_concurrency  # noqa: E402
+from conformance.documents import units  # noqa: E402
+from conformance.documents.cases import find_case  # noqa: E402
 from conformance.report.live_tables import median_of  # noqa: E402
 
 

@@ -95,7 +95,7 @@ def cli_attacks(tmp: Path) -> list[tuple[str, str, list[str]]]:
     eng.write_text("name: bomb\nrole: under-test\nplan:\n  command:\n    argv: [/bin/true]\njunk:\n" + bomb())
     rows.append(("2", "alias bomb in an engine file", ["plan", "--engine", str(eng), "--case", "tiny-dflash-c4-k8"]))
     man = tmp / "bomb-manifest.yaml"
-    man.write_text((REPO / "conformance/manifests/reference.yaml").read_text() + "\njunk:\n" + bomb())
+    man.write_text((REPO / "conformance/engines/manifests/reference.yaml").read_text() + "\njunk:\n" + bomb())
     rows.append(("2", "alias bomb in a manifest", ["ladder", "--manifest", str(man), "--case", "tiny-dflash-c4-k8"]))
     zero = model(tmp, "t-zero", "tiny-hybrid")
     (zero / "config.json").unlink()
@@ -354,7 +354,7 @@ def issue28_rows(tmp: Path):
     def _():
         copy = tmp / "copy" / "vllm.yaml"
         copy.parent.mkdir(exist_ok=True)
-        shutil.copy(REPO / "conformance/engine_files/vllm.yaml", copy)
+        shutil.copy(REPO / "conformance/engines/engine_files/vllm.yaml", copy)
         rc, text, wall, peak = run28(["engines", "check", str(copy)], tmp)
         return f"exit {rc}: {_said(text, 'is reserved for the shipped oracle vllm') or text[-50:]}", wall, peak
 
@@ -374,7 +374,7 @@ def issue28_rows(tmp: Path):
     def _():
         copy = tmp / "copy-ep" / "vllm.yaml"
         copy.parent.mkdir(exist_ok=True)
-        shutil.copy(REPO / "conformance/engine_files/vllm.yaml", copy)
+        shutil.copy(REPO / "conformance/engines/engine_files/vllm.yaml", copy)
         rc, text, wall, peak = run28(["run", "--no-build", "--cases", case, "--out", str(tmp / "r1b")], tmp,
                                      PYTHONPATH=site({"fastvllm": copy}))
         return f"exit {rc}: {_said(text, 'is reserved for the shipped oracle vllm') or text[-50:]}", wall, peak

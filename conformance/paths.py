@@ -10,7 +10,7 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 REPO_ROOT = PACKAGE_DIR.parent
-SCHEMAS_DIR = PACKAGE_DIR / "schemas"
+SCHEMAS_DIR = PACKAGE_DIR / "documents" / "schemas"
 MODELS_DIR = PACKAGE_DIR / "models"
 
 

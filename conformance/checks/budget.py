@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.common import by, engine_label, intended, verdict, whom
+from conformance.checks.diff import json_diff
 from conformance.checks.golden import golden_row
 from conformance.checks.row import UNDER_TEST, CheckInput, CheckSpec
-from conformance.diff import json_diff
-from conformance.observation import BUDGET_FIELDS
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.documents.observation import BUDGET_FIELDS
 
 
 def budget_parity_with_vllm(given: CheckInput) -> Verdict:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance import units
-from conformance.verdicts import Verdict
+from conformance.checks.verdicts import Verdict
+from conformance.documents import units
 
 MAX_DETAIL_LINES = 40
 EVERY_ENGINE = "*"

@@ -2,7 +2,7 @@
 
 Contract: `golden_verdict` compares the suite's view of an observation with the engine's golden;
 `golden_row(suite)` is the suite's row of the check table. The golden is looked up by the caller
-(`check_table.evaluate_golden`, or syrupy's extension in pytest: `conformance.goldens`), so the row's
+(`check_table.evaluate_golden`, or syrupy's extension in pytest: `conformance.checks.goldens`), so the row's
 `run` is never called.
 """
 
@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.checks.common import engine_label, verdict
+from conformance.checks.diff import json_diff
 from conformance.checks.row import BOTH, CheckInput, CheckSpec
-from conformance.diff import json_diff
-from conformance.golden_doc import golden_view
-from conformance.verdicts import FAIL, MISSING_GOLDEN, PASS, SKIP, SUITE_SECTIONS, Verdict
+from conformance.checks.verdicts import FAIL, MISSING_GOLDEN, PASS, SKIP, SUITE_SECTIONS, Verdict
+from conformance.documents.golden_doc import golden_view
 
 FAILS_WHEN = ("an oracle moved from its golden (an oracle without one fails); an engine under test with a golden "
               "regressed (without one: skipped, it is judged against the oracles)")

@@ -1,6 +1,6 @@
 """The live suite's rows (suites/live/README.md): an engine served on a device, judged on its run
 observation against the oracle's live figures (its run observation of the same run, else its live
-golden). The checks themselves are `conformance.live.checks`; `concurrency_served` is here.
+golden). The checks themselves are `conformance.checks.live_checks`; `concurrency_served` is here.
 
 Contract: each row's `run` takes a `CheckInput` (`checks.row`) like every other check; `ROWS` are the
 rows of `check_table.LIVE_CHECKS`, the live golden first (evaluated by `check_table.judge_live`).
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.checks import live_checks as lc
 from conformance.checks.common import by, verdict
 from conformance.checks.row import BOTH, ORACLE, UNDER_TEST, CheckInput, CheckSpec
-from conformance.live import checks as lc
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 
 MIN_CONCURRENCY_SAMPLES = 5   # samples of the running-requests gauge a rung needs before its maximum means anything
 SAME_RUN = "measured in this run"   # how `source` begins when the oracle's figures are of this run

@@ -16,9 +16,9 @@ from typing import Any
 from conformance.checks.common import (by, documents_status_difference, engine_label, human_bytes, intended,
                                        not_reported, null_fields, verdict, whom)
 from conformance.checks.golden import golden_row
+from conformance.checks.memory_facts import (NOT_UNDER_KV_BOUND, STORES, UNKNOWN, draft_kv_location, pool_differences)
 from conformance.checks.row import BOTH, UNDER_TEST, CheckInput, CheckSpec
-from conformance.memory_facts import NOT_UNDER_KV_BOUND, STORES, UNKNOWN, draft_kv_location, pool_differences
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 
 PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")
 SEATS_REL_TOLERANCE = 0.005   # max_concurrency may differ from vLLM's by 0.5% (float rounding of pages)

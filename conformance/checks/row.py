@@ -13,8 +13,8 @@ import fnmatch
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from conformance.roles import BOTH, ORACLE, UNDER_TEST
-from conformance.verdicts import Verdict
+from conformance.checks.verdicts import Verdict
+from conformance.engines.roles import BOTH, ORACLE, UNDER_TEST
 
 __all__ = ["BOTH", "ORACLE", "UNDER_TEST", "CheckInput", "CheckSpec"]
 

@@ -12,8 +12,8 @@ from conformance.checks.common import (documents_status_difference, engine_label
 from conformance.checks.golden import golden_row
 from conformance.checks.memory import own_pools
 from conformance.checks.row import UNDER_TEST, CheckInput, CheckSpec
-from conformance.observation import STEP_FIELDS
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
+from conformance.documents.observation import STEP_FIELDS
 
 
 def steps_within_budget(given: CheckInput) -> Verdict:

@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance import observation
-from conformance.cases import Case
-from conformance.harness.engine_file import EngineFile
+from conformance.documents import observation
+from conformance.documents.cases import Case
+from conformance.engines.engine_file import EngineFile
+from conformance.harness.engine_version import resolved_version
 
 
 def stamp(spec: EngineFile, obs: dict[str, Any]) -> dict[str, Any]:
@@ -25,12 +26,12 @@ def stamp(spec: EngineFile, obs: dict[str, Any]) -> dict[str, Any]:
             e["reported_name"] = e.get("name")
             e["name"] = spec.name
         if not e.get("version"):
-            e["version"] = spec.resolved_version
+            e["version"] = resolved_version(spec)
     return obs
 
 
 def fail(spec: EngineFile, case: Case, message: str) -> dict[str, Any]:
-    return observation.failed(case.id, spec.name, spec.resolved_version, "plan", case.spec["device"], "error", message)
+    return observation.failed(case.id, spec.name, resolved_version(spec), "plan", case.spec["device"], "error", message)
 
 
 def accept_document(spec: EngineFile, case: Case, text: str, source: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from conformance.harness.pack_provenance import read_pack
+from conformance.engines.pack_provenance import read_pack
 
 _TORCH_PROBE = ("import json, torch; print(json.dumps({'torch': torch.__version__, "
                 "'cuda_runtime': torch.version.cuda}))")

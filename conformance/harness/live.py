@@ -27,14 +27,15 @@ from typing import Any, Callable, Mapping
 
 import httpx
 
-from conformance import observation, paths
-from conformance.harness.hardware import describe
-from conformance.harness.live_sampler import LiveSampler
-from conformance.harness.manifest import Manifest, case_values, render, render_argv, render_env
+from conformance import paths
+from conformance.documents import observation
+from conformance.documents.json_file import vocab_size
+from conformance.engines.manifest import Manifest, case_values, render, render_argv, render_env
 from conformance.harness.bounded_regex import Matcher, clip_lines
 from conformance.harness.capture import CappedOutput, run_capped
+from conformance.harness.hardware import describe
+from conformance.harness.live_sampler import LiveSampler
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
-from conformance.json_file import vocab_size
 from conformance.loadgen import LoadgenSettings, Workload, run_ladder
 from conformance.loadgen.client import REQUEST_PROTOCOLS
 

@@ -26,14 +26,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conformance import observation
-from conformance.cases import Case
-from conformance.harness.engine_file import PLAN_PLACEHOLDERS, CommandPlan, EngineFile, LogPlan
-from conformance.harness.manifest import ManifestError, case_values, render_argv, render_env
-from conformance.harness.plan_log import build_observation, fatal_message
+from conformance.documents import observation
+from conformance.documents.cases import Case
+from conformance.engines.engine_file import PLAN_PLACEHOLDERS, CommandPlan, EngineFile, LogPlan
+from conformance.engines.manifest import ManifestError, case_values, render_argv, render_env
 from conformance.harness.accept import accept_document, fail, stamp
 from conformance.harness.bounded_regex import Matcher
 from conformance.harness.capture import CappedOutput
+from conformance.harness.engine_version import resolved_version
+from conformance.harness.plan_log import build_observation, fatal_message
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
 
 MAX_OUTPUT_BYTES = 64 << 20   # stdout: an observation (more is an error)
@@ -52,7 +53,7 @@ def plan_values(engine: EngineFile, case_json: dict[str, Any], case_file: Path) 
 def workload_values(case_json: dict[str, Any]) -> dict[str, Any]:
     """The workload placeholders (engine_file.PLAN_PLACEHOLDERS): what a port that prints a trace
     needs without parsing the case JSON."""
-    from conformance.devices import get_profile
+    from conformance.documents.devices import get_profile
 
     work, acc, sched = case_json["workload"], case_json.get("acceptance") or {}, case_json["scheduler"]
     async_on = sched.get("async_scheduling", get_profile(case_json["device"]).async_scheduling)
@@ -64,7 +65,7 @@ def workload_values(case_json: dict[str, Any]) -> dict[str, Any]:
 
 
 def _refused(engine: EngineFile, case: Case, message: str) -> dict[str, Any]:
-    return observation.failed(case.id, engine.name, engine.resolved_version, "plan", case.spec["device"],
+    return observation.failed(case.id, engine.name, resolved_version(engine), "plan", case.spec["device"],
                               "refused", message)
 
 
@@ -145,7 +146,7 @@ def _refused_with_figures(engine: EngineFile, plan: LogPlan, case: Case, case_js
     m = re.search(plan.fatal, text, re.MULTILINE) if plan.fatal else None
     before = text[:m.start()] if m else text
     try:
-        obs = build_observation(plan, before, case_json, engine.name, engine.resolved_version)
+        obs = build_observation(plan, before, case_json, engine.name, resolved_version(engine))
     except ValueError:
         return _refused(engine, case, message)
     obs.update(status="refused", message=message, trace=None)
@@ -173,7 +174,7 @@ def _judge_output(engine: EngineFile, plan: CommandPlan | LogPlan, case: Case, c
         if rc != 0:
             return fail(engine, case, f"dry run {describe_exit(rc)}\n--- last lines ---\n{tail(err_file)}")
         try:
-            obs = build_observation(plan, text, case_json, engine.name, engine.resolved_version, matcher)
+            obs = build_observation(plan, text, case_json, engine.name, resolved_version(engine), matcher)
         except ValueError as exc:
             return fail(engine, case, f"{source}: {exc}")
         stamp(engine, obs)

@@ -19,9 +19,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from conformance import observation
+from conformance.documents import observation
+from conformance.engines.engine_file import BYTE_UNITS, TOKEN_UNITS, FieldRule, LogPlan
 from conformance.harness.bounded_regex import Matcher, clip_lines
-from conformance.harness.engine_file import BYTE_UNITS, TOKEN_UNITS, FieldRule, LogPlan
 
 
 def _skeleton_memory() -> dict[str, Any]:

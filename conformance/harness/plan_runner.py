@@ -21,14 +21,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from conformance import observation, paths
-from conformance.cases import Case
-from conformance.harness.engine_file import EngineFile, ModulePlan
+from conformance import paths
+from conformance.documents import observation
+from conformance.documents.cases import Case
+from conformance.engines.engine_file import EngineFile, ModulePlan
+from conformance.engines.venv import oracle_env, oracle_process_env
 from conformance.harness.accept import accept_document, fail
 from conformance.harness.capture import CappedOutput
 from conformance.harness.log_dirs import new_log_dir
 from conformance.harness.supervise import argv_line, describe_exit, kill_group, spawn, tail
-from conformance.harness.venv import oracle_env, oracle_process_env
 
 POLL_S = 0.1
 MAX_LOG_BYTES = 8 << 20   # an adapter process's stdout + stderr
@@ -153,7 +154,7 @@ def plan_cases(engine: EngineFile | str, cases: Sequence[Case], on_observation: 
     """Plan every case on one engine (an engine file, or a name / path the registry resolves).
     `argv_prefix` replaces the probe command (fault-injection tests)."""
     if isinstance(engine, str):
-        from conformance.harness.registry import resolve_engine
+        from conformance.engines.registry import resolve_engine
 
         engine = resolve_engine(engine)
     spec = engine

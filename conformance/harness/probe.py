@@ -22,7 +22,7 @@ from typing import Any
 
 
 def _error_obs(adapter: Any, case: dict, message: str) -> dict:
-    from conformance import observation
+    from conformance.documents import observation
 
     engine = getattr(adapter, "ENGINE", "unknown")
     try:
@@ -34,7 +34,7 @@ def _error_obs(adapter: Any, case: dict, message: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="conformance.harness.probe")
-    ap.add_argument("--adapter", required=True, help="in-env adapter module (see conformance.harness.engine_file)")
+    ap.add_argument("--adapter", required=True, help="in-env adapter module (see conformance.engines.engine_file)")
     ap.add_argument("--cases", required=True, help="JSON file: a list of cases")
     ap.add_argument("--out", required=True, help="JSONL file to append observations to")
     args = ap.parse_args(argv)
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"probe: adapter {args.adapter} failed to load:\n{traceback.format_exc()}")
         return 3
 
-    from conformance import observation
+    from conformance.documents import observation
 
     with open(args.out, "a") as out:
         for case in cases:

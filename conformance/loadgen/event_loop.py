@@ -6,7 +6,7 @@ loop it ran on, and `LOADGEN_NO_UVLOOP=1` forces the standard loop to measure th
 
 `run(coro)` in the main thread takes SIGINT and SIGTERM through the loop while it runs (where a Python
 handler is installed for them): the signal cancels the work, the loop closes, and then the handler
-that was installed runs (a KeyboardInterrupt from `job.interrupt.Interrupts` or Python's own), so a
+that was installed runs (a KeyboardInterrupt from `run.interrupt.Interrupts` or Python's own), so a
 Ctrl-C never lands inside a protocol callback, where a loop would log it as a transport error.
 """
 

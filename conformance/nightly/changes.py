@@ -4,8 +4,8 @@ Contract: `series_of(samples)` groups stored samples into `Series` per (engine, 
 commits in the order their first run started, each commit with every sample of every run at it.
 `change_points(series)` walks the commits: each commit's samples are compared with the pooled samples
 of the commits since the last change point, as the live checks compare two engines
-(`live.intervals.ratio_interval`: the ratio of geometric means, a 95% Welch-t interval on the logs),
-and the interval judged against the figure's noise band with `live.intervals.judge_ratio`:
+(`checks.intervals.ratio_interval`: the ratio of geometric means, a 95% Welch-t interval on the logs),
+and the interval judged against the figure's noise band with `checks.intervals.judge_ratio`:
 
     band [1/L, L] for an upper limit L (less is better), [L, 1/L] for a lower one (more is better)
     a change point  the interval lies wholly above the band's top or wholly below its bottom
@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable
 
-from conformance.live.intervals import FAIL, RatioInterval, judge_ratio, ratio_interval
+from conformance.checks.intervals import FAIL, RatioInterval, judge_ratio, ratio_interval
 from conformance.nightly.history_store import Sample
 
 

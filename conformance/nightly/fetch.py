@@ -17,7 +17,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from conformance.errors import ConformanceError
-from conformance.job.rundir import OBSERVATIONS_FILE, resolve_run_dir
+from conformance.run.rundir import OBSERVATIONS_FILE, resolve_run_dir
 
 DOWNLOAD_TIMEOUT_S = 300.0
 

@@ -4,9 +4,9 @@ noise band a change must leave before it counts.
 Contract: `figures_of(obs, case_spec)` yields `Figure(name, samples, limit, upper)`:
 
     live (run mode), per closed-loop rung c and per figure of the case's regression band
-    (`live.spec.Band.limits`, the band `live.golden` judges an engine against its own golden with):
+    (`documents.live_spec.Band.limits`, the band `live.golden` judges an engine against its own golden with):
         "c=<c> output tok/s" | "c=<c> TTFT p50" | "c=<c> TPOT p50" | "c=<c> ITL p50"
-        samples: one per measured wave (`live.view`), limit: the band's (0.6, 3, 2, 2 by default)
+        samples: one per measured wave (`checks.live_view`), limit: the band's (0.6, 3, 2, 2 by default)
     plan (every ok observation): exact figures, one sample per run, limit 1 (any move is a change)
         memory.max_concurrency, budget.max_num_scheduled_tokens, budget.max_active_seqs,
         memory.per_sequence.{attention_kv,recurrent_state,draft_kv}_bytes, trace.num_steps
@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
 
-from conformance.live.spec import live_spec
-from conformance.live.view import live_view
+from conformance.checks.live_view import live_view
+from conformance.documents.live_spec import live_spec
 
 PLAN_FIGURES = (("memory.max_concurrency", ("memory", "max_concurrency"), False),
                 ("budget.max_num_scheduled_tokens", ("budget", "max_num_scheduled_tokens"), False),

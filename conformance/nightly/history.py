@@ -16,9 +16,9 @@ from typing import Sequence
 
 from rich.console import Console
 
-from conformance.console_text import shown
 from conformance.nightly.changes import Change, Series, change_points, series_of
 from conformance.nightly.history_store import Store, default_url, open_store
+from conformance.report.console_text import shown
 
 TREND_FILE = "history.html"
 

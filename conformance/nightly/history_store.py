@@ -113,7 +113,7 @@ class Store:
 
     def record_run(self, run_dir: Path, report=None) -> str:
         """Append the run directory's run (see the module doc); its run key."""
-        from conformance.job import rundir
+        from conformance.run import rundir
         from conformance.nightly.figures import figures_of
 
         run_dir = Path(run_dir)

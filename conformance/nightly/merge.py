@@ -11,7 +11,7 @@ and writes `out_dir` as a run directory of its own:
                         (by id), the expectations, and `merged_from`: each run's id, source, host, device,
                         shard, framework commit and goldens revision
     verdicts.jsonl, index.html, junit.xml   judged once, over all the observations, as a run is judged
-                        (`job.execute.finish` -> `job.session.judge_run_dir`): the matrix engine x case x
+                        (`run.execute.finish` -> `run.session.judge_run_dir`): the matrix engine x case x
                         device profile of every host
 
 The merged report judges against this checkout's goldens, so their revision is compared too: runs whose
@@ -29,13 +29,13 @@ from typing import Any, Sequence
 
 from rich.console import Console
 
-from conformance.console_text import shown
 from conformance.errors import ConformanceError
-from conformance.job import rundir
-from conformance.job.relocate import moves, relocated
 from conformance.nightly.fetch import fetch_run_dir
-from conformance.job.provenance import goldens_revision
+from conformance.report.console_text import shown
 from conformance.report.model import RunReport
+from conformance.run import rundir
+from conformance.run.provenance import goldens_revision
+from conformance.run.relocate import moves, relocated
 
 UNKNOWN = "unknown"
 
@@ -121,7 +121,7 @@ def _missing_shards(runs: Sequence[SourceRun]) -> list[str]:
 
 
 def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool, console: Console) -> RunReport:
-    from conformance.job.execute import finish
+    from conformance.run.execute import finish
 
     out_dir = Path(out_dir)
     if (out_dir / rundir.OBSERVATIONS_FILE).exists():
@@ -136,7 +136,7 @@ def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool,
         seen: dict[tuple[str, str], str] = {}
         with (out_dir / rundir.OBSERVATIONS_FILE).open("w", encoding="utf-8") as fh:
             for run in runs:
-                for obs in rundir.read_observations(run.run_dir):   # in this checkout's paths (job.relocate)
+                for obs in rundir.read_observations(run.run_dir):   # in this checkout's paths (run.relocate)
                     key = (obs["case_id"], obs["engine"]["name"])
                     if key in seen:
                         console.print(f"[yellow]{shown(key[1])} on {shown(key[0])}: measured by {shown(seen[key])} "

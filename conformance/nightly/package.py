@@ -4,7 +4,7 @@ Contract: `write_package(run_dirs, out)` writes `out/` (which must not exist or 
 
     runs/<n>-<run_id>/    each run directory's observations.jsonl, run.json, junit.xml, index.html
     verdicts.jsonl        every verdict of the run's observations judged when packaged
-                          (`job.session.judge_observations`), with the run it belongs to
+                          (`run.session.judge_observations`), with the run it belongs to
     environment.json      the statement: framework commit, goldens revision, the pinned suite (selection,
                           each case's digest), engines (name, role, version: the engine's commit as it
                           reports it, defects), oracle versions, hosts (name, device: GPU, driver, CUDA
@@ -22,9 +22,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
+from conformance.documents.file_digest import sha256_of
 from conformance.errors import ConformanceError
-from conformance.file_digest import sha256_of
-from conformance.job import rundir, session
+from conformance.run import rundir, session
 
 FORMAT = "dflash-conformance-package/1"
 RUN_FILES = (rundir.OBSERVATIONS_FILE, rundir.RUN_FILE, rundir.JUNIT_FILE, rundir.INDEX_FILE)

@@ -5,13 +5,13 @@ with every reason, each naming the file, the run, the cell or the check:
 
   1. integrity    every file of manifest.json is there with its sha256, and nothing else is (a tampered
                   or added file is refused)
-  2. goldens      every run was judged against this checkout's goldens revision (`job.provenance`);
+  2. goldens      every run was judged against this checkout's goldens revision (`run.provenance`);
                   a package judged against other goldens is refused
   3. re-judged    each run's observations judged again as `conformance report` judges a run
-                  (`job.session.judge_observations`) give exactly the verdicts the package holds
+                  (`run.session.judge_observations`) give exactly the verdicts the package holds
                   (verdicts.jsonl): an edited observation changes them
   4. full suite   the runs together are a full run of the pinned suite: every case of the default
-                  selection (`job.selection.DEFAULT_SELECTION`) with the digest this checkout pins, each
+                  selection (`run.selection.DEFAULT_SELECTION`) with the digest this checkout pins, each
                   planned by every engine of the package (no cell missing: no shard left out, no case
                   skipped), no engine skipped or interrupted, no run interrupted
 
@@ -24,11 +24,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+from conformance.documents.file_digest import sha256_of
 from conformance.errors import ConformanceError
-from conformance.job import rundir, session
-from conformance.file_digest import sha256_of
 from conformance.nightly.package import ENVIRONMENT, FORMAT, MANIFEST, VERDICTS
-from conformance.job.provenance import goldens_revision
+from conformance.run import rundir, session
+from conformance.run.provenance import goldens_revision
 
 
 class PackageRefused(ConformanceError):
@@ -101,7 +101,7 @@ def _rejudged(pkg: Path, runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 
 def _full_suite(runs: list[tuple[str, dict[str, Any]]], pkg: Path) -> list[str]:
-    from conformance.job.selection import select_cases
+    from conformance.run.selection import select_cases
 
     pinned = {c.id: c.digest() for c in select_cases(None)[0]}
     reasons = []

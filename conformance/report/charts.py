@@ -24,9 +24,9 @@ from typing import Iterable, Mapping, Sequence
 from markupsafe import Markup
 from markupsafe import escape as _escape
 
+from conformance.documents.units import human_bytes  # noqa: F401  (templates and the charts use it from here)
 from conformance.report.palette import ENGINE_PALETTE, engine_colour
 from conformance.report.text import neutralise
-from conformance.units import human_bytes  # noqa: F401  (templates and the charts use it from here)
 
 
 def escape(value: object) -> Markup:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from conformance.verdicts import Verdict
+from conformance.checks.verdicts import Verdict
 
 
 @dataclass(frozen=True)

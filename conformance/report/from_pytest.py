@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from conformance.report.model import CaseEntry, EngineEntry, RunReport
+from conformance.checks.verdicts import FAIL, PASS, SKIP, Verdict
 from conformance.report.atomic import write_atomic
 from conformance.report.fallback import fallback_html
+from conformance.report.model import CaseEntry, EngineEntry, RunReport
 from conformance.report.render import write_html
-from conformance.verdicts import FAIL, PASS, SKIP, Verdict
 
 OUTCOME = {"passed": PASS, "failed": FAIL, "skipped": SKIP}
 

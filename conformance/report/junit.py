@@ -13,7 +13,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from conformance.expectations import find
+from conformance.checks.expectations import find
 from conformance.report.atomic import write_atomic
 from conformance.report.model import RunReport, cell_outcome, is_finding
 

@@ -22,10 +22,10 @@ from __future__ import annotations
 import statistics
 from typing import Any, Mapping
 
-from conformance import units
-from conformance.live.checks import bound_of, overrun, overruns
-from conformance.live.intervals import ratio_interval
-from conformance.live.view import live_view, rungs_by_concurrency
+from conformance.checks.intervals import ratio_interval
+from conformance.checks.live_checks import bound_of, overrun, overruns
+from conformance.checks.live_view import live_view, rungs_by_concurrency
+from conformance.documents import units
 
 
 LIVE_ORACLES = ("vllm", "sglang")   # the live oracles, in the order of their columns (the first leads)

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from conformance.expectations import Expectation
-from conformance.roles import ORACLE
-from conformance.verdicts import FINDING, Verdict
+from conformance.checks.expectations import Expectation
+from conformance.checks.verdicts import FINDING, Verdict
+from conformance.engines.roles import ORACLE
 
 OUTCOMES = ("pass", "fail", "finding", "refused", "error", "not run")
 
@@ -118,8 +118,8 @@ def outcome_counts(report: RunReport) -> dict[str, int]:
 
 def failed_run(report: RunReport) -> bool:
     """True when the run must exit non-zero: an engine error, a failed check no expectation names, or
-    an expected failure that passed (nothing passes silently; `job.exit_status` says which code)."""
-    from conformance.expectations import classify
+    an expected failure that passed (nothing passes silently; `run.exit_status` says which code)."""
+    from conformance.checks.expectations import classify
 
     counts = outcome_counts(report)
     return bool(counts["error"] or any(e.state == "failed" for e in report.engines)

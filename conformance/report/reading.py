@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.expectations import classify, find
+from conformance.checks.expectations import classify, find
 from conformance.report.families import cell_families, family_of
 from conformance.report.model import RunReport, cell_outcome, is_finding
 

@@ -16,15 +16,15 @@ from typing import Any
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
+from conformance.checks.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 from conformance.report import charts, latency
 from conformance.report.atomic import write_atomic
-from conformance.report.live_tables import LIVE_ORACLES, live_section
 from conformance.report.families import FAMILIES
+from conformance.report.live_tables import LIVE_ORACLES, live_section
 from conformance.report.model import OUTCOMES, RunReport, cell_outcome, is_finding, outcome_counts
 from conformance.report.palette import palette
 from conformance.report.reading import expectations_view, matrix_cell, verdict_view
 from conformance.report.text import neutralise
-from conformance.verdicts import BUDGET_FIELDS, NOT_UNDER_KV_BOUND
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 PER_SEQUENCE_FIELDS = ("attention_kv_bytes", "recurrent_state_bytes", "draft_kv_bytes", "state_slots")
@@ -163,8 +163,8 @@ def _case_view(report: RunReport, case, colours: dict[str, str] | None = None) -
 
 def _live_golden(oracle: str, case_id: str) -> dict[str, Any] | None:
     """The oracle's live golden of a case, for the live section's oracle column (None when there is none)."""
-    from conformance.golden_doc import GoldenFormatError
-    from conformance.goldens import find_golden
+    from conformance.documents.golden_doc import GoldenFormatError
+    from conformance.checks.goldens import find_golden
 
     try:
         return find_golden("live", oracle, case_id)

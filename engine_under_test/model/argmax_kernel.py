@@ -14,7 +14,7 @@ first column and NaN wins over every number (its first column), as torch.argmax 
 288 x 248,320 bf16 in a CUDA graph: torch.argmax 97.5 us, these two kernels 65.2 us with the
 first-index search as separate reductions (2,048 columns, 4 warps a program; 4,096 - 16,384
 columns were slower). Imported lazily: needs Triton (CUDA).
-`tests/engine_under_test/test_argmax_kernel.py` compares it with torch.argmax.
+`tests/engine_under_test/model/test_argmax_kernel.py` compares it with torch.argmax.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ does it in one pass over the input, kernel width 4 (Qwen3.5's `linear_conv_kerne
 The state is read into registers before any store, so a destination equal to the source slot
 is safe; programs own disjoint channels. Padded sequences of a captured batch read and write
 the null block only. Same function as `gated_delta_net.causal_conv1d` + the layer's `_save`
-(`tests/engine_under_test/test_gpu_kernels.py` compares them). Imported lazily: needs Triton.
+(`tests/engine_under_test/model/test_gpu_kernels.py` compares them). Imported lazily: needs Triton.
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def _two_pools(obs: dict[str, Any], case: dict[str, Any]) -> dict[str, Any]:
     need = seqs * mem["per_sequence"]["recurrent_state_bytes"]
     left = bound - attention_pool
     if need > left:
-        from conformance import observation
+        from conformance.documents import observation
 
         return observation.failed(
             obs["case_id"], obs["engine"]["name"], obs["engine"]["version"], "plan", obs["device"]["profile"], "refused",

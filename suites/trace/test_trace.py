@@ -1,7 +1,7 @@
-"""Trace suite: see README.md for the pass criteria. Generated from conformance.check_table, the table
+"""Trace suite: see README.md for the pass criteria. Generated from conformance.checks.check_table, the table
 `conformance run` judges by, so the suite and the job cannot disagree."""
 
-from conformance.suite import golden_test, table_test
+from conformance.pytest_plugin.suite import golden_test, table_test
 
 test_trace_golden = golden_test("trace")
 test_trace_checks = table_test("trace")

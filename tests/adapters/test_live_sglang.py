@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.harness.manifest import case_values, load_manifest, render_argv, render_env
+from conformance.documents.cases import find_case
+from conformance.engines.manifest import case_values, load_manifest, render_argv, render_env
 from conformance.harness.live import run_live
-from conformance.cases import find_case
 from conformance.loadgen import LoadgenSettings
 
 

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
-from conformance.harness.manifest import case_values, load_manifest, render_argv, render_env
 from conformance.adapters.vllm.config import engine_args_kwargs
-from conformance.cases import find_case
+from conformance.documents.cases import find_case
+from conformance.engines.manifest import case_values, load_manifest, render_argv, render_env
 
 
 def parse_in_oracle(engine: str, version: str, argv: list[str]) -> dict:

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance import observation, paths
-from conformance.cases import load_all, load_case
-from conformance.harness.registry import resolve_engine
+from conformance import paths
+from conformance.documents import observation
+from conformance.documents.cases import load_all, load_case
+from conformance.engines.registry import resolve_engine
 
 pytestmark = pytest.mark.oracle
 
@@ -40,7 +41,7 @@ NEWLY_TRACED = ("tiny-sglang-mamba-cap", "tiny-dflash-c32-k8-align", "tiny-press
 
 
 def _oracle_ready() -> bool:
-    from conformance.harness.venv import oracle_env
+    from conformance.engines.venv import oracle_env
 
     return oracle_env(resolve_engine("sglang")).state() == "ready"
 
@@ -57,7 +58,7 @@ def _variant(tmp: Path, base: str, new_id: str, mutate) -> Path:
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory) -> dict:
     if not _oracle_ready():
-        pytest.skip("the sglang-0.5.23 oracle venv is not built (python -m conformance.envs install sglang)")
+        pytest.skip("the sglang-0.5.23 oracle venv is not built (python -m conformance.engines.envs install sglang)")
     from conformance.harness.plan_runner import plan_cases
 
     tmp = tmp_path_factory.mktemp("sglang-cases")
@@ -166,7 +167,7 @@ def test_gpu_memory_utilization_is_mem_fraction_static(planned):
     """SGLang sizes the pools from the memory free on the profile's device: KV budget <= what the
     weights leave less SGLang's non-static share; the pools fit the budget; the weights and the
     pools fit the case's bound."""
-    from conformance.devices import get_profile
+    from conformance.documents.devices import get_profile
 
     case = planned["cases"][UTILIZATION].spec
     obs = _by_id(planned, UTILIZATION)

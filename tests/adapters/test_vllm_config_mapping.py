@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from conformance.adapters.vllm.config import case_mapping, engine_args_kwargs
-from conformance.cases import find_case
-from conformance.speculative_config import speculative_config
+from conformance.documents.cases import find_case
+from conformance.engines.speculative_config import speculative_config
 
 
 def test_parallel_variants_map_to_parallel_drafting():

@@ -10,11 +10,12 @@ import math
 
 import pytest
 
-from conformance import observation, paths
+from conformance import paths
+from conformance.documents import observation
+from conformance.documents.cases import load_all
+from conformance.engines.registry import resolve_engine
 from conformance.harness.plan_runner import plan_cases
-from conformance.harness.registry import resolve_engine
-from conformance.cases import load_all
-from conformance.job.selection import select_cases
+from conformance.run.selection import select_cases
 
 pytestmark = pytest.mark.oracle
 
@@ -35,7 +36,7 @@ REFUSED = {
 def _refused_cases(tmp_dir):
     import yaml
 
-    from conformance.cases import load_case
+    from conformance.documents.cases import load_case
 
     base = yaml.safe_load((paths.cases_dir() / "tiny-dflash-c4-k8.yaml").read_text())
     out = []
@@ -49,7 +50,7 @@ def _refused_cases(tmp_dir):
 
 @pytest.fixture(scope="module")
 def planned(tmp_path_factory):
-    from conformance.harness.venv import oracle_env
+    from conformance.engines.venv import oracle_env
 
     if oracle_env(resolve_engine("vllm")).state() != "ready":
         pytest.skip("vLLM oracle venv not built (conformance envs install vllm)")
@@ -160,7 +161,7 @@ def _gpu_memory_utilization(planned):
 def test_utilization_kv_bytes_fit_what_the_device_leaves(planned):
     """KV bytes <= total x utilization - weights - what vLLM reserves beside the pool; every figure
     the worker derived is consistent with the others and with the profile and the case."""
-    from conformance.devices import get_profile
+    from conformance.documents.devices import get_profile
 
     for case, o in _gpu_memory_utilization(planned):
         assert o["status"] == "ok", o["message"]
@@ -304,7 +305,7 @@ def test_trace_is_the_async_engines_by_default_and_sync_on_request(planned, tmp_
     o = next(x for x in obs if x["case_id"] == "tiny-dflash-c4-k8")
     assert o["trace"]["scheduler_cls"] == "AsyncScheduler" and o["trace"]["scheduling"] == "async"
     assert _override(o, "scheduler_config.async_scheduling")["value"] is True
-    from conformance.commands.plan import synchronous
+    from conformance.cli.commands.plan import synchronous
 
     sync_case = synchronous(next(c for c in load_all() if c.id == "tiny-dflash-c4-k8"))
     (s,) = plan_cases(resolve_engine("vllm"), [sync_case])

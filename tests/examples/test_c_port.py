@@ -14,9 +14,9 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.cases import load_all
-from conformance.goldens import find_golden
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.checks.goldens import find_golden
+from conformance.documents.cases import load_all
+from conformance.run.rundir import load_report, resolve_run_dir
 
 PORT = paths.REPO_ROOT / "examples" / "c-port"
 SOUND, PAGES16, OUTSIDE = (PORT / f for f in ("engine.yaml", "engine-pages-16.yaml", "engine-draft-outside.yaml"))

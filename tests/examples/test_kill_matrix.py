@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.run.rundir import load_report, resolve_run_dir
 
 PORT_DIR = paths.REPO_ROOT / "examples" / "defective-port"
 KILL_CASES = ("seed-draft-kv-c8", "seed-draft-kv-c32", "seed-unified-pool-c32-k8", "seed-unified-pool-c32-k8-small",

@@ -23,12 +23,13 @@ import httpx
 import pytest
 import yaml
 
-from conformance import observation, paths
-from conformance.cases import load_case
+from conformance import paths
+from conformance.documents import observation
+from conformance.documents.cases import load_case
+from conformance.engines.manifest import manifest_from_engine_file
+from conformance.engines.registry import resolve_engine
 from conformance.harness.live import free_port, run_live
-from conformance.harness.manifest import manifest_from_engine_file
 from conformance.harness.plan_runner import plan_cases
-from conformance.harness.registry import resolve_engine
 from conformance.loadgen import LoadgenSettings
 from conformance.loadgen.prometheus import parse_samples
 

@@ -10,9 +10,9 @@ import sys
 import yaml
 
 from conformance import paths
-from conformance.cases import find_case, load_all
-from conformance.goldens import find_golden
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.checks.goldens import find_golden
+from conformance.documents.cases import find_case, load_all
+from conformance.run.rundir import load_report, resolve_run_dir
 
 SEED = "seed-drafting-reservation-pard"
 PORT = paths.REPO_ROOT / "examples" / "defective-port"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.run.rundir import load_report, resolve_run_dir
 
 EXAMPLES = paths.REPO_ROOT / "examples"
 SHELL, SHELL_WRONG = EXAMPLES / "shell-port" / "engine.yaml", EXAMPLES / "shell-port" / "engine-wrong-lookahead.yaml"

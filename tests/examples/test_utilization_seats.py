@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.job.rundir import load_report, resolve_run_dir
+from conformance.run.rundir import load_report, resolve_run_dir
 
 PORT_DIR = paths.REPO_ROOT / "examples" / "defective-port"
 CASE = "tiny-dflash-c4-k8-util"

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from conformance.harness.engine_file import parse_engine_file
-from conformance.harness.plan_log import build_observation
 from conformance.checks.memory import explains_short_seats
 from conformance.checks.row import CheckInput
+from conformance.engines.engine_file import parse_engine_file
+from conformance.harness.plan_log import build_observation
 
 CASE = {"id": "c", "device": "h200"}
 

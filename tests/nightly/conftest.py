@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
-from conformance.job.rundir import resolve_run_dir
+from conformance.run.rundir import resolve_run_dir
 
 # the reference and the seed-bug port: no oracle venv needed, and failing checks among the verdicts
 ENGINES = f"reference,{paths.REPO_ROOT / 'examples' / 'defective-port' / 'engine-seed-bugs.yaml'}"

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
-from conformance.cases import load_case
-from conformance.cli import main
+from conformance.cli.main import main
+from conformance.documents.cases import load_case
 from conformance.errors import ConformanceError
-from conformance.job.rundir import OBSERVATIONS_FILE, RUN_FILE, write_json_atomic
-from conformance.job.session import judge_run_dir
 from conformance.nightly.changes import change_points
 from conformance.nightly.history import selected_series
 from conformance.nightly.history_store import MIGRATIONS, SCHEMA_VERSION, open_store
+from conformance.run.rundir import OBSERVATIONS_FILE, RUN_FILE, write_json_atomic
+from conformance.run.session import judge_run_dir
 
 H200_RUN = paths.REPO_ROOT / "suites" / "results" / "live" / "h200" / "reference-a1" / OBSERVATIONS_FILE
 CASE = load_case(paths.live_cases_dir() / "live-2b-dflash-k8.yaml")

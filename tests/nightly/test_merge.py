@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.cli import main
-from conformance.job.rundir import load_report, read_run_meta
+from conformance.cli.main import main
+from conformance.run.rundir import load_report, read_run_meta
 
 from tests.nightly.conftest import conformance_run
 

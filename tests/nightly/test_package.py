@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conformance import paths
-from conformance.cli import main
+from conformance.cli.main import main
 
 from tests.nightly.conftest import conformance_run
 

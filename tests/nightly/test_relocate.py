@@ -1,5 +1,5 @@
 """A run directory judged again in another checkout than the one that measured it (a CI host's shard merged
-here, a package verified elsewhere): its paths are read as this checkout's (conformance.job.relocate),
+here, a package verified elsewhere): its paths are read as this checkout's (conformance.run.relocate),
 so its verdicts are the ones it had where it ran."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 from conformance import paths
-from conformance.job.session import judge_observations
-from conformance.job.relocate import moves, relocated
+from conformance.run.relocate import moves, relocated
+from conformance.run.session import judge_observations
 
 ELSEWHERE = "/ci/host-b/checkout"
 

@@ -9,12 +9,12 @@ import sys
 import pytest
 
 from conformance import paths
-from conformance.cases import load_all
-from conformance.check_table import CHECKS
-from conformance.cli import main
+from conformance.checks.check_table import CHECKS
+from conformance.cli.main import main
+from conformance.documents.cases import load_all
 from conformance.errors import ConformanceError
-from conformance.job.rundir import read_observations, read_run_meta
-from conformance.job.shard import Shard, parse_shard, shard_index
+from conformance.run.rundir import read_observations, read_run_meta
+from conformance.run.shard import Shard, parse_shard, shard_index
 
 from tests.nightly.conftest import ENGINES
 

@@ -24,7 +24,7 @@ sys.stdout.write(open(sys.argv[1], encoding="utf-8").read().replace("@CASE@", ca
 
 
 def reference_observation(case_id: str = "tiny-dflash-c4-k8") -> dict[str, Any]:
-    from conformance.cases import find_case
+    from conformance.documents.cases import find_case
     from conformance.harness.plan_runner import plan_cases
 
     (obs,) = plan_cases("reference", [find_case(case_id)])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cases import parse_case
+from conformance.documents.cases import parse_case
 from conformance.errors import CaseError
 
 from ._cli import cli

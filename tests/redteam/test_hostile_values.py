@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance.job import exit_status
-from conformance import observation, paths
-from conformance.cases import find_case
-from conformance.check_table import CHECKS, judge_run
+from conformance import paths
+from conformance.checks.check_table import CHECKS, judge_run
+from conformance.documents import observation
+from conformance.documents.cases import find_case
+from conformance.run import exit_status
 
 from ._cli import cli
 from ._forge import forged_engine, reference_observation
@@ -88,7 +89,7 @@ def test_each_hostile_observation_is_an_error_naming_the_field_and_the_run_is_re
 
 
 def test_validation_walks_a_deep_document_without_recursion():
-    from conformance.schemas.values import MAX_NESTING
+    from conformance.documents.schemas.values import MAX_NESTING
 
     doc = cur = {}
     for _ in range(100_000):
@@ -102,7 +103,7 @@ def test_validation_walks_a_deep_document_without_recursion():
 def test_a_check_that_raises_is_a_failing_verdict_naming_the_check(reference_obs):
     """A check that cannot judge a document (a figure of the wrong type, which validation now refuses
     at the door) fails by name; every other verdict of the run is still there."""
-    from conformance.check_table import CHECK_RAISED
+    from conformance.checks.check_table import CHECK_RAISED
 
     case = dict(find_case(CASE).spec, id=CASE)
     broken = copy.deepcopy(reference_obs)
@@ -112,7 +113,7 @@ def test_a_check_that_raises_is_a_failing_verdict_naming_the_check(reference_obs
     vllm["engine"] = {"name": "vllm", "version": "0.33.0"}
 
     def lookup(suite, engine, case_id):
-        from conformance.golden_doc import GoldenMissingError
+        from conformance.documents.golden_doc import GoldenMissingError
 
         raise GoldenMissingError("none")
 

@@ -14,7 +14,7 @@ import pytest
 from conformance.checks import memory as memory_checks
 from conformance.checks.row import CheckInput
 from conformance.checks.trace import steps_within_budget
-from conformance.cases import find_case
+from conformance.documents.cases import find_case
 
 from ._cli import cli
 from ._forge import forged_engine, reference_observation

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from conformance import paths
-from conformance.cases import find_case
-from conformance.check_table import judge_run
-from conformance.golden_doc import GoldenMissingError
+from conformance.checks.check_table import judge_run
+from conformance.documents.cases import find_case
+from conformance.documents.golden_doc import GoldenMissingError
 
 from ._cli import cli
 from ._forge import forged_engine, reference_observation
@@ -59,17 +59,17 @@ def test_an_under_test_engine_named_vllm_is_refused_naming_the_file(tmp_path):
 
 def test_a_copy_of_vllm_yaml_by_path_is_refused(tmp_path):
     copy_file = tmp_path / "vllm.yaml"
-    shutil.copy(paths.PACKAGE_DIR / "engine_files" / "vllm.yaml", copy_file)
+    shutil.copy(paths.PACKAGE_DIR / "engines" / "engine_files" / "vllm.yaml", copy_file)
     ran = cli(["engines", "check", str(copy_file)], tmp_path)
     assert ran.rc == 2 and f"{copy_file}: name: 'vllm' is reserved" in ran.out, ran.out + ran.err
-    shipped = cli(["engines", "check", str(paths.PACKAGE_DIR / "engine_files" / "vllm.yaml")], tmp_path)
+    shipped = cli(["engines", "check", str(paths.PACKAGE_DIR / "engines" / "engine_files" / "vllm.yaml")], tmp_path)
     assert shipped.rc == 0, shipped.out + shipped.err
 
 
 def test_an_entry_point_copy_of_vllm_does_not_replace_the_shipped_one(tmp_path):
     copy_file = tmp_path / "copied" / "vllm.yaml"
     copy_file.parent.mkdir()
-    shutil.copy(paths.PACKAGE_DIR / "engine_files" / "vllm.yaml", copy_file)
+    shutil.copy(paths.PACKAGE_DIR / "engines" / "engine_files" / "vllm.yaml", copy_file)
     env = _site_with_entry_points(tmp_path, {"fastvllm": copy_file})
     ran = cli(["run", "--no-build", "--cases", CASE, "--out", str(tmp_path / "r")], tmp_path, timeout_s=120, **env)
     assert ran.rc == 2 and "Traceback" not in ran.err, ran.out[-2000:] + ran.err[-2000:]

@@ -27,7 +27,7 @@ def test_command_plan_with_a_missing_binary_is_an_error_observation(tmp_path):
 
 
 def test_live_manifest_with_a_missing_binary_is_an_error_observation(tmp_path):
-    text = (paths.REPO_ROOT / "conformance/manifests/reference.yaml").read_text()
+    text = (paths.REPO_ROOT / "conformance/engines/manifests/reference.yaml").read_text()
     manifest = tmp_path / "missing-manifest.yaml"
     manifest.write_text(text.replace('command:\n  - "{python}"', f"command:\n  - {MISSING}", 1))
     assert MISSING in manifest.read_text()

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance.job import exit_status
 from conformance import paths
-from conformance.job import rundir
+from conformance.run import exit_status
+from conformance.run import rundir
 
 from ._cli import cli, project_env
 from ._forge import forged_engine, reference_observation

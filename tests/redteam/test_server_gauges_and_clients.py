@@ -19,12 +19,13 @@ from urllib.parse import urlparse
 import httpx
 import pytest
 
-from conformance import paths, verdicts
+from conformance import paths
+from conformance.checks import verdicts
 from conformance.checks.live import live_concurrency_served
 from conformance.checks.row import CheckInput
 from conformance.harness.live_sampler import LiveSampler
 from engine_under_test.serve import request
-from tests.serve.test_server import _argv, _start
+from tests.engine_under_test.serve.test_server import _argv, _start
 
 MAX_NUM_SEQS = 2
 SLOW_STEP_RATIO = "4"   # each step followed by four times its own wall time asleep: requests pile up

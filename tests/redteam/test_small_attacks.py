@@ -11,8 +11,8 @@ import stat
 import time
 from pathlib import Path
 
-from conformance import observation
-from conformance.job import rundir
+from conformance.documents import observation
+from conformance.run import rundir
 
 from ._cli import cli
 

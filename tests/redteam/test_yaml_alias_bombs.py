@@ -49,7 +49,7 @@ def test_bomb_in_an_engine_file(tmp_path):
 
 def test_bomb_in_a_live_manifest(tmp_path):
     manifest = tmp_path / "bomb-manifest.yaml"
-    manifest.write_text((paths.REPO_ROOT / "conformance/manifests/reference.yaml").read_text()
+    manifest.write_text((paths.REPO_ROOT / "conformance/engines/manifests/reference.yaml").read_text()
                         + "\njunk:\n" + alias_bomb())
     ran = cli(["ladder", "--manifest", str(manifest), "--case", "tiny-dflash-c4-k8"], tmp_path)
     _check_refused(ran, manifest)

@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from conformance.cases import case_files
-from conformance.schemas import load_schema
+from conformance.documents.cases import case_files
+from conformance.documents.schemas import load_schema
 
 # Faulty model dirs the fuzz root holds (see `make_faulty_model_dirs`), by name.
 FAULTY_MODEL_DIRS = ("no-config", "config-not-json", "config-not-object", "config-not-utf8", "config-is-dir",

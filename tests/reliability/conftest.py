@@ -34,8 +34,8 @@ def planned_three_times(tmp_path_factory):
     """`planned_three_times(engine)`: NUM_RUNS lists of observations of PLANNED_CASES, one adapter
     process per run. Oracles are used only where their venv is ready (never built here)."""
     from conformance.harness.plan_runner import plan_cases
-    from conformance.cases import find_case
-    from conformance.harness.registry import resolve_engine
+    from conformance.documents.cases import find_case
+    from conformance.engines.registry import resolve_engine
 
     runs_by_engine: dict[str, list[list[dict]]] = {}
 
@@ -43,7 +43,7 @@ def planned_three_times(tmp_path_factory):
         if engine not in runs_by_engine:
             spec = resolve_engine(engine)
             if spec.uses_venv:
-                from conformance.harness.venv import oracle_env
+                from conformance.engines.venv import oracle_env
 
                 env = oracle_env(spec)
                 if env.state() != "ready":

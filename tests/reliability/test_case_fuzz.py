@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conformance import paths
-from conformance.cases import Case, load_case
+from conformance.documents.cases import Case, load_case
 from conformance.errors import CaseError
 
 from .case_strategies import (MAYBE_VALID_KINDS, MUTATION_KINDS, RAW_KINDS, FuzzInput, any_input, base_documents,

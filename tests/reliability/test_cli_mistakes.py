@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.cases import find_case
-from conformance.schemas import load_schema
+from conformance.documents.cases import find_case
+from conformance.documents.schemas import load_schema
 
 
 def _base() -> dict:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from conformance.diff import json_diff
-from conformance.observation import VOLATILE_FIELDS, strip_volatile
+from conformance.checks.diff import json_diff
+from conformance.documents.observation import VOLATILE_FIELDS, strip_volatile
 
 from .conftest import NUM_RUNS, PLANNED_CASES
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance import observation
+from conformance.documents import observation
+from conformance.documents.cases import Case, find_case, load_case
+from conformance.engines.engine_file import EngineFile, ModulePlan
 from conformance.harness.plan_runner import plan_cases
-from conformance.cases import Case, find_case, load_case
-from conformance.harness.engine_file import EngineFile, ModulePlan
 
 ADAPTERS = "tests.fixtures.faulty_adapters"
 

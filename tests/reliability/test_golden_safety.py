@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conformance.cases import find_case
+from conformance.documents.cases import find_case
 
 pytest_plugins = ["pytester"]
 
@@ -27,7 +27,7 @@ plan: {module: {name: tests.fixtures.fake_engine, startup_timeout_s: 60, per_cas
 """
 
 INNER_SUITE = '''
-from conformance.suite import golden_test
+from conformance.pytest_plugin.suite import golden_test
 
 test_budget_golden = golden_test("budget")
 '''

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from conformance.cases import find_case
+from conformance.documents.cases import find_case
 
 from .conftest import PLANNED_CASES
 

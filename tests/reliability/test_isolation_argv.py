@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from conformance import paths
-from conformance.harness.manifest import MANIFESTS_DIR, case_values, load_manifest, render_argv
+from conformance.documents.cases import find_case, load_case
+from conformance.engines.manifest import MANIFESTS_DIR, case_values, load_manifest, render_argv
 from conformance.harness.plan_runner import plan_cases
-from conformance.cases import find_case, load_case
 
 SOURCE_DIRS = ("conformance", "engine_under_test")
 SHELL_CALLS = {("os", "system"), ("os", "popen"), ("subprocess", "getoutput"), ("subprocess", "getstatusoutput"),

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import envs
-from conformance.harness.engine_file import EngineFile, ModulePlan
-from conformance.harness.registry import resolve_engine
-from conformance.harness.venv import oracle_env
+from conformance.engines import envs
+from conformance.engines.engine_file import EngineFile, ModulePlan
+from conformance.engines.registry import resolve_engine
+from conformance.engines.venv import oracle_env
 from conformance.errors import OracleEnvError
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from conformance import observation
+from conformance.documents import observation
 from conformance.report.model import CaseEntry, EngineEntry, RunReport
 
 MIB = 1 << 20

@@ -45,8 +45,8 @@ def test_rendered_in_chromium(three_engine_report, chromium, dom, tmp_path, scre
 @pytest.mark.oracle
 def test_report_of_a_real_run_in_chromium(chromium, dom, tmp_path, screenshot_dir):
     """`conformance run` on the reference and vLLM 0.33.0 for one tiny case, rendered in Chromium."""
-    from conformance.job.execute import RunOptions, run_job
-    from conformance.job.rundir import load_report
+    from conformance.run.execute import RunOptions, run_job
+    from conformance.run.rundir import load_report
 
     rc = run_job(RunOptions(case_patterns=("tiny-dflash-c4-k8", "seed-draft-kv-c8"), engines="reference,vllm",
                             reports_root=tmp_path / "reports"), Console(file=open("/dev/null", "w")))

@@ -12,15 +12,15 @@ from dataclasses import replace
 
 from rich.console import Console
 
-from conformance.expectations import Expectation
-from conformance.job.exit_status import run_exit_status
-from conformance.job.summary import print_summary
+from conformance.checks.expectations import Expectation
+from conformance.checks.verdicts import Verdict
 from conformance.report import charts, render
 from conformance.report.families import FAMILIES, cell_families, family_of
 from conformance.report.junit import junit_tree
 from conformance.report.model import EngineEntry, cell_outcome, failed_run, outcome_counts
 from conformance.report.palette import palette, palette_colours
-from conformance.verdicts import Verdict
+from conformance.run.exit_status import run_exit_status
+from conformance.run.summary import print_summary
 
 
 def _with_roles(report, roles: dict[str, str]):
@@ -32,7 +32,7 @@ def _fail(check: str, engine: str, case_id: str = "case-a", msg: str = "differs"
 
 
 def test_every_check_of_the_table_has_a_family_and_the_seed_bugs_have_theirs():
-    from conformance.check_table import CHECKS, LIVE_CHECKS
+    from conformance.checks.check_table import CHECKS, LIVE_CHECKS
 
     names = {f.name for f in FAMILIES}
     assert {family_of(c.name) for c in (*CHECKS, *LIVE_CHECKS)} <= names

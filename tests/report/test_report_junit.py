@@ -5,8 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
+from conformance.checks.verdicts import Verdict
 from conformance.report.junit import write_junit
-from conformance.verdicts import Verdict
 
 
 def test_junit_counts_follow_the_report(three_engine_report, tmp_path):

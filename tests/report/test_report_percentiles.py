@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conformance import observation
+from conformance.documents import observation
 from conformance.loadgen import LoadgenSettings, MetricNames, Workload, run_ladder
 from conformance.loadgen.stats import quantile
 from conformance.loadgen.stub_server import StubServer

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from conformance.job.session import judge
+from conformance.checks.verdicts import Verdict
 from conformance.report import render
 from conformance.report.model import cell_outcome, failed_run, outcome_counts
-from conformance.verdicts import Verdict
+from conformance.run.session import judge
 
 
 def test_matrix_has_one_cell_per_case_and_engine(three_engine_report, dom):

@@ -1,4 +1,4 @@
-"""Plan adapter of the reference engine (the in-env adapter contract of conformance.harness.engine_file).
+"""Plan adapter of the reference engine (the in-env adapter contract of conformance.engines.engine_file).
 
 Maps the case to an `EngineConfig` (every mapping recorded in provenance.mapping), plans
 budgets and memory, builds the unified pool for sizes only (plan mode never allocates), and
@@ -19,8 +19,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from conformance import observation
-from conformance.devices import get_profile
+from conformance.documents import observation
+from conformance.documents.devices import get_profile
 
 ENGINE = "reference"
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance import observation
+from conformance.documents import observation
 from conformance.adapters.sglang import (
     knobs as sglang_knobs,
     platform as sglang_platform,
@@ -51,7 +51,7 @@ from conformance.adapters.sglang import (
     trace as sglang_trace,
     utilization as sglang_utilization,
 )
-from conformance.devices import bound_bytes, get_profile
+from conformance.documents.devices import bound_bytes, get_profile
 
 ENGINE = "sglang"
 MODE = "plan"

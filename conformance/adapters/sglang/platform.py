@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Iterator
 
-from conformance.devices import DeviceProfile
+from conformance.documents.devices import DeviceProfile
 
 MIB_BYTES = 1 << 20
 DEVICE = "cuda"

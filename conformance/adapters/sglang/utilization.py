@@ -37,7 +37,7 @@ from typing import Any, Iterator
 from conformance.adapters.figures import AssumedFigure
 from conformance.adapters.sglang import assumed, weights as sglang_weights
 from conformance.adapters.sglang.sizing import GIB_BYTES, Sizing, build_configurator, build_sizing, captured_warnings
-from conformance.devices import DeviceProfile
+from conformance.documents.devices import DeviceProfile
 
 MIB_BYTES = 1 << 20
 ONE_GPU_WORLD = {"launch_world_size": 1, "world_group": SimpleNamespace(cpu_group=None)}

@@ -34,8 +34,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from conformance.devices import DeviceProfile
-from conformance.speculative_config import speculative_config
+from conformance.documents.devices import DeviceProfile
+from conformance.engines.speculative_config import speculative_config
 
 V2_UNSUPPORTED_PREFIX = "Model Runner V2 does not yet support"
 

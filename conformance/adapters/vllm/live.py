@@ -1,7 +1,7 @@
-"""`vllm serve` for a case, live (manifest conformance/manifests/vllm.yaml): the mapping module.
+"""`vllm serve` for a case, live (manifest conformance/engines/manifests/vllm.yaml): the mapping module.
 
 Contract: `placeholders(case, values)` returns the vLLM-only values the manifest uses, built from
-the same builders the vLLM plan adapter uses (`conformance.speculative_config`,
+the same builders the vLLM plan adapter uses (`conformance.engines.speculative_config`,
 `vllm_config.KV_CACHE_DTYPES`), so a live run and a plan of one case get the same knobs. It
 imports no vLLM: the argv is built in the framework's environment and run where vLLM and a GPU
 are. Acceptance: synthetic maps to `rejection_sample_method: synthetic` with vLLM 0.33's
@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from conformance.adapters.vllm.config import KV_CACHE_DTYPES
+from conformance.engines.speculative_config import speculative_config
 from conformance.errors import ConformanceError
-from conformance.speculative_config import speculative_config
 
 EXTRA_PLACEHOLDERS = {
     "vllm": "the `vllm` executable (PATH, else --set vllm=PATH)",
-    "vllm_speculative_config": "--speculative-config JSON from conformance.speculative_config (served: fixed -> synthetic)",
+    "vllm_speculative_config": "--speculative-config JSON from conformance.engines.speculative_config (served: fixed -> synthetic)",
     "vllm_kv_cache_dtype": "vllm_config.KV_CACHE_DTYPES[cache.kv_cache_dtype]",
     "load_format": "auto with *.safetensors in the target dir, else dummy",
     "skip_tokenizer_init": "set when the target dir has no tokenizer files",

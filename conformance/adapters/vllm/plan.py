@@ -1,9 +1,9 @@
-"""The vLLM plan adapter: runs inside the vLLM 0.33 oracle venv (see conformance.harness.engine_file).
+"""The vLLM plan adapter: runs inside the vLLM 0.33 oracle venv (see conformance.engines.engine_file).
 
 `plan(case)` maps the case to vLLM's native knobs (vllm_config), resolves the config and the
 budgets vLLM derives from it, plans the KV cache with vLLM's own planning functions (vllm_kv,
 vllm_memory) and drives vLLM's real scheduler through the workload (vllm_trace). The device
-profile (conformance.devices) is emulated by the overrides vllm_config and vllm_platform list; each lands in
+profile (conformance.documents.devices) is emulated by the overrides vllm_config and vllm_platform list; each lands in
 `provenance.overrides`.
 
 Status:
@@ -35,8 +35,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from conformance import observation
-from conformance.devices import get_profile
+from conformance.documents import observation
+from conformance.documents.devices import get_profile
 
 ENGINE = "vllm"
 

@@ -28,7 +28,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from conformance.devices import DeviceProfile
+from conformance.documents.devices import DeviceProfile
 
 FUNCTIONS = (
     "vllm.v1.attention.selector.get_attn_backend",

@@ -42,7 +42,7 @@ from typing import Any, Iterator
 from conformance.adapters.figures import AssumedFigure
 from conformance.adapters.vllm import assumed, weights as vllm_weights
 from conformance.adapters.vllm.config import BuiltConfig
-from conformance.devices import DeviceProfile
+from conformance.documents.devices import DeviceProfile
 
 DEVICE = "cuda:0"
 

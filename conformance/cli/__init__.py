@@ -1,0 +1,1 @@
+"""The `conformance` command: `main` parses, each subcommand lives in `commands/<name>.py`."""

@@ -1,2 +1,0 @@
-"""The main job, `conformance run`: select cases, plan them on every available engine, judge the
-observations with `conformance.verdicts`, and write the run directory (observations, report, JUnit)."""
