@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 MODELS = REPO / "conformance" / "models"
@@ -95,7 +97,8 @@ def cli_attacks(tmp: Path) -> list[tuple[str, str, list[str]]]:
     eng.write_text("name: bomb\nrole: under-test\nplan:\n  command:\n    argv: [/bin/true]\njunk:\n" + bomb())
     rows.append(("2", "alias bomb in an engine file", ["plan", "--engine", str(eng), "--case", "tiny-dflash-c4-k8"]))
     man = tmp / "bomb-manifest.yaml"
-    man.write_text((REPO / "conformance/engines/manifests/reference.yaml").read_text() + "\njunk:\n" + bomb())
+    live = yaml.safe_load((REPO / "conformance/engines/engine_files/reference.yaml").read_text())["live"]
+    man.write_text(yaml.safe_dump({"engine": "reference", **live}, sort_keys=False) + "\njunk:\n" + bomb())
     rows.append(("2", "alias bomb in a manifest", ["ladder", "--manifest", str(man), "--case", "tiny-dflash-c4-k8"]))
     zero = model(tmp, "t-zero", "tiny-hybrid")
     (zero / "config.json").unlink()

@@ -1,7 +1,9 @@
 """Process-adapter manifests: how to start an external engine's server, and what to read from it.
 
-Contract: `load_manifest(path)` returns a `Manifest` or raises `ManifestError` with one line per
-problem (`file: json.path: message`). `case_values(case_json, port, overrides)` is the case
+Contract: `load_manifest(ref)` returns a `Manifest` or raises `ManifestError` with one line per
+problem (`file: json.path: message`); `ref` is a manifest file, or the name of a shipped engine whose
+engine file (`engines/engine_files/<name>.yaml`) holds its manifest inline as its `live:` section (an
+engine's plan and live in one file; `shipped_live_engines()` lists them). `case_values(case_json, port, overrides)` is the case
 mapping every manifest can use (PLACEHOLDERS); `render_argv(manifest.command, values)` fills an
 argv template (strings with {placeholders}, and `{if, then, else}` items spliced in when a
 value is set), raising `ManifestError` for a placeholder the case leaves unset.
@@ -21,12 +23,11 @@ from typing import Any, Mapping
 from conformance import paths
 from conformance.documents.schemas import error_lines
 from conformance.documents.yaml_file import YamlFileError, read_yaml
+from conformance.engines.shipped import SHIPPED_DIR
 from conformance.engines.speculative_config import speculative_config
 from conformance.errors import ConformanceError
 from conformance.loadgen.client import OPENAI_COMPLETIONS
 from conformance.loadgen.settings import MetricNames
-
-MANIFESTS_DIR = paths.PACKAGE_DIR / "engines" / "manifests"
 
 PLACEHOLDERS = {
     "python": "the framework's Python interpreter",
@@ -76,16 +77,17 @@ class Manifest:
     request_protocol: str = OPENAI_COMPLETIONS   # conformance.loadgen.client.REQUEST_PROTOCOLS
 
 
-def find_manifest(ref: str | Path) -> Path:
-    """A path, or a shipped manifest name (`reference` -> conformance/engines/manifests/reference.yaml)."""
-    p = Path(ref)
-    if p.suffix in (".yaml", ".yml") or p.exists():
-        return p
-    shipped = MANIFESTS_DIR / f"{ref}.yaml"
-    if shipped.is_file():
-        return shipped
-    known = ", ".join(sorted(f.stem for f in MANIFESTS_DIR.glob("*.yaml")))
-    raise ManifestError([f"{ref}: not a manifest file and not a shipped manifest (known: {known})"])
+def shipped_live_engines() -> list[str]:
+    """The shipped engines that can be served live: their engine files have a `live:` section."""
+    names = []
+    for f in sorted(SHIPPED_DIR.glob("*.yaml")):
+        try:
+            doc = read_yaml(f, "engine file")
+        except YamlFileError:
+            continue
+        if isinstance(doc, dict) and doc.get("live"):
+            names.append(f.stem)
+    return names
 
 
 def _templates(doc: dict[str, Any]):
@@ -107,12 +109,22 @@ def _templates(doc: dict[str, Any]):
 
 
 def load_manifest(ref: str | Path) -> Manifest:
-    path = find_manifest(ref)
+    p = Path(ref)
+    if p.suffix in (".yaml", ".yml") or p.exists():
+        try:
+            doc = read_yaml(p, "manifest")
+        except YamlFileError as exc:
+            raise ManifestError(exc.problems) from None
+        return manifest_from_doc(doc, p)
+    shipped = SHIPPED_DIR / f"{ref}.yaml"
+    if str(ref) not in shipped_live_engines():
+        known = ", ".join(shipped_live_engines())
+        raise ManifestError([f"{ref}: not a manifest file and not a shipped engine served live (known: {known})"])
     try:
-        doc = read_yaml(path, "manifest")
+        live = read_yaml(shipped, "engine file")["live"]
     except YamlFileError as exc:
         raise ManifestError(exc.problems) from None
-    return manifest_from_doc(doc, path)
+    return manifest_from_engine_file(live, shipped, str(ref))
 
 
 def manifest_from_engine_file(live: Any, engine_file: Path, engine: str) -> Manifest:

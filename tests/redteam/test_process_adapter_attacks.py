@@ -8,6 +8,8 @@ import json
 import shlex
 import subprocess
 
+import yaml
+
 from conformance import paths
 from conformance.harness.supervise import argv_line
 
@@ -27,9 +29,12 @@ def test_command_plan_with_a_missing_binary_is_an_error_observation(tmp_path):
 
 
 def test_live_manifest_with_a_missing_binary_is_an_error_observation(tmp_path):
-    text = (paths.REPO_ROOT / "conformance/engines/manifests/reference.yaml").read_text()
+    engine_file = paths.REPO_ROOT / "conformance/engines/engine_files/reference.yaml"
+    doc = {"engine": "reference", **yaml.safe_load(engine_file.read_text())["live"]}   # its manifest, as a file
+    assert doc["command"][0] == "{python}"
+    doc["command"][0] = MISSING
     manifest = tmp_path / "missing-manifest.yaml"
-    manifest.write_text(text.replace('command:\n  - "{python}"', f"command:\n  - {MISSING}", 1))
+    manifest.write_text(yaml.safe_dump(doc, sort_keys=False))
     assert MISSING in manifest.read_text()
     out = tmp_path / "obs.jsonl"
     ran = cli(["ladder", "--manifest", str(manifest), "--case", "tiny-dflash-c4-k8", "--concurrency", "1",

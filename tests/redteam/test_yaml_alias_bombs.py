@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from conformance import paths
 
 from ._cli import alias_bomb, cli
@@ -49,7 +51,7 @@ def test_bomb_in_an_engine_file(tmp_path):
 
 def test_bomb_in_a_live_manifest(tmp_path):
     manifest = tmp_path / "bomb-manifest.yaml"
-    manifest.write_text((paths.REPO_ROOT / "conformance/engines/manifests/reference.yaml").read_text()
-                        + "\njunk:\n" + alias_bomb())
+    live = yaml.safe_load((paths.REPO_ROOT / "conformance/engines/engine_files/reference.yaml").read_text())["live"]
+    manifest.write_text(yaml.safe_dump({"engine": "reference", **live}, sort_keys=False) + "\njunk:\n" + alias_bomb())
     ran = cli(["ladder", "--manifest", str(manifest), "--case", "tiny-dflash-c4-k8"], tmp_path)
     _check_refused(ran, manifest)

@@ -18,7 +18,7 @@ import yaml
 
 from conformance import paths
 from conformance.documents.cases import find_case, load_case
-from conformance.engines.manifest import MANIFESTS_DIR, case_values, load_manifest, render_argv
+from conformance.engines.manifest import case_values, load_manifest, render_argv, shipped_live_engines
 from conformance.harness.plan_runner import plan_cases
 
 SOURCE_DIRS = ("conformance", "engine_under_test")
@@ -70,7 +70,7 @@ def _pwned(*dirs: Path) -> list[Path]:
     return [p for d in dirs for p in d.rglob("pwned-*") if p.name.startswith("pwned-")]
 
 
-@pytest.mark.parametrize("manifest", sorted(p.stem for p in MANIFESTS_DIR.glob("*.yaml")))
+@pytest.mark.parametrize("manifest", shipped_live_engines())
 def test_manifest_argv_keeps_each_path_in_one_element(manifest, tmp_path):
     case_file, _ = hostile_case(tmp_path)
     case = load_case(case_file).to_json()

@@ -1,4 +1,4 @@
-"""`python -m sglang.launch_server` for a case, live (manifest conformance/engines/manifests/sglang.yaml).
+"""`python -m sglang.launch_server` for a case, live (the `live:` manifest of conformance/engines/engine_files/sglang.yaml).
 
 Contract: `placeholders(case, values)` returns the SGLang-only values the manifest uses, from the
 tables of the SGLang plan adapter (`sglang_knobs.ALGORITHMS`, `KV_CACHE_DTYPES`), or raises

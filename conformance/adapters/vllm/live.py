@@ -1,4 +1,4 @@
-"""`vllm serve` for a case, live (manifest conformance/engines/manifests/vllm.yaml): the mapping module.
+"""`vllm serve` for a case, live (the `live:` manifest of conformance/engines/engine_files/vllm.yaml): the mapping module.
 
 Contract: `placeholders(case, values)` returns the vLLM-only values the manifest uses, built from
 the same builders the vLLM plan adapter uses (`conformance.engines.speculative_config`,
