@@ -109,6 +109,7 @@ def _templates(doc: dict[str, Any]):
 
 
 def load_manifest(ref: str | Path) -> Manifest:
+    """A manifest file, or a shipped engine's name: the `live:` section of its engine file."""
     p = Path(ref)
     if p.suffix in (".yaml", ".yml") or p.exists():
         try:
