@@ -21,8 +21,12 @@ snapshots as one fla recurrent call per position (the slower first version, kept
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
+
+from engine_under_test.model.forward_batch import device_tensor
 
 
 def l2norm(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -135,10 +139,38 @@ def l2norm_float32(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return torch.mul(x, torch.rsqrt(norm.square_() + eps)).to(x.dtype)
 
 
-def fla_chunk_inputs(q, k, v, g, beta, state) -> dict:
+FLA_CHUNK_TOKENS = 64      # fla's chunk size for the gated delta rule (its default)
+
+
+class VarlenPacking(NamedTuple):
+    """G sequences of L tokens as one packed fla batch: built once per pass on the host, shared by
+    every Gated-DeltaNet layer of it (the same tensor objects, so fla's identity-keyed caches of
+    what it derives from `cu_seqlens` hit from the second layer on).
+
+    NOTE: fla derives `chunk_indices` from a device `cu_seqlens` with `repeat_interleave` over
+    device counts, which reads the count on the host: one stream sync in every layer of a prefill
+    (18 at the 2b shapes), each leaving the card idle while the host launches the next layer's ops.
+    Given here, fla computes none."""
+
+    cu_seqlens: torch.Tensor        # [G + 1] int64 on the device: 0, L, 2L, .. G L
+    chunk_indices: torch.Tensor     # [NT, 2] int64: (sequence, chunk within it) of every chunk, in order
+
+
+def varlen_packing(num_seqs: int, seq_len: int, device: torch.device,
+                   chunk_tokens: int = FLA_CHUNK_TOKENS) -> VarlenPacking:
+    """The packing of `num_seqs` sequences of `seq_len` tokens (fla's `prepare_chunk_indices`
+    layout), computed on the host and copied without a sync (`device_tensor`)."""
+    chunks = -(-seq_len // chunk_tokens)
+    both = device_tensor([[s, c] for s in range(num_seqs) for c in range(chunks)], device)
+    return VarlenPacking(cu_seqlens=device_tensor(list(range(0, (num_seqs + 1) * seq_len, seq_len)), device),
+                         chunk_indices=both.view(num_seqs * chunks, 2))
+
+
+def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = None) -> dict:
     """The keyword arguments of fla's `chunk_gated_delta_rule` for G sequences of equal length L
-    ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` (varlen), q and k
-    l2-normalised here (`use_qk_l2norm_in_kernel` off).
+    ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` and `chunk_indices`
+    (varlen; `packing`, built here when not given), q and k l2-normalised here
+    (`use_qk_l2norm_in_kernel` off).
 
     NOTE: whatever G and L a prefill step brings, fla's kernels see batch 1 and no shape-keyed
     autotune: its cumsum kernel takes the batch size as a compile-time constant and autotunes per
@@ -146,18 +178,20 @@ def fla_chunk_inputs(q, k, v, g, beta, state) -> dict:
     q / k (`NB`); both ran the first time a prefill step brought a new batch size or token
     count, on the serving path (hundreds of ms, in the middle of a measured wave)."""
     G, L = q.shape[:2]
-    cu_seqlens = torch.arange(0, (G + 1) * L, L, dtype=torch.long, device=q.device)
+    if packing is None:
+        packing = varlen_packing(G, L, q.device)
     packed = {name: x.reshape(1, G * L, *x.shape[2:])
               for name, x in (("q", l2norm_float32(q)), ("k", l2norm_float32(k)), ("v", v), ("g", g), ("beta", beta))}
-    return {**packed, "initial_state": state, "cu_seqlens": cu_seqlens, "use_qk_l2norm_in_kernel": False}
+    return {**packed, "initial_state": state, "cu_seqlens": packing.cu_seqlens,
+            "chunk_indices": packing.chunk_indices, "use_qk_l2norm_in_kernel": False}
 
 
-def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
+def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, packing: VarlenPacking | None = None):
     """fla-core kernels (fla maps value head h to key head h // (Hv / Hk), as repeat_interleave).
     NOTE: g and beta go by keyword: fused_recurrent's fourth and fifth parameters are g and gk.
 
     The chunked kernel runs half-precision prefills of >= CHUNK_MIN_TOKENS (`fla_chunk_inputs`:
-    one packed sequence list, q and k normalised here); the fused recurrent kernel runs the rest:
+    one packed sequence list, `packing` if the pass built it, q and k normalised here); the fused recurrent kernel runs the rest:
     decode, float32 (the chunked kernel's dots run in TF32, the recurrent one is IEEE float32
     throughout) and snapshots, one call per position.
     """
@@ -170,7 +204,7 @@ def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
     seq_len = q.shape[1]
     if not save_all_states:
         if q.dtype in (torch.bfloat16, torch.float16) and seq_len >= CHUNK_MIN_TOKENS:
-            o, state = fla_chunk(**fla_chunk_inputs(q, k, v, g, beta, state), output_final_state=True)
+            o, state = fla_chunk(**fla_chunk_inputs(q, k, v, g, beta, state, packing), output_final_state=True)
             return o.reshape(q.shape[0], seq_len, *o.shape[2:]), state
         return fla_recurrent(q, k, v, g=g, beta=beta, initial_state=state, output_final_state=True,
                              use_qk_l2norm_in_kernel=True)
@@ -184,10 +218,12 @@ def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool):
     return torch.cat(outs, dim=1), torch.stack(states, dim=1)
 
 
-def gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, backend: str):
-    """Dispatch on `backend` (BACKENDS): "torch" (reference, any device) or fla-core (CUDA)."""
+def gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, backend: str,
+                     packing: VarlenPacking | None = None):
+    """Dispatch on `backend` (BACKENDS): "torch" (reference, any device) or fla-core (CUDA, which
+    takes the pass's `packing` of a chunked call, or builds it)."""
     if backend in ("fla", "fla_per_position"):
-        return fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states)
+        return fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states, packing)
     if backend != "torch":
         raise ValueError(f"gated delta rule backend: unknown {backend!r} (known: {', '.join(BACKENDS)})")
     if save_all_states:

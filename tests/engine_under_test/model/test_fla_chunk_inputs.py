@@ -4,7 +4,8 @@ fla's cumsum kernel takes the batch size as a compile-time constant (and autotun
 size), and its in-kernel l2norm autotunes per 2048 rows of q / k: a prefill step that brought a
 new number of prompts or a new token count compiled and benchmarked kernels on the serving path.
 `fla_chunk_inputs` packs every prefill group into batch 1 with `cu_seqlens` and normalises q and
-k itself. Checked on the CPU: the arguments, and `fla_gated_delta_rule`'s chunk path through a
+k itself; the packing (`cu_seqlens`, `chunk_indices`) is built on the host once per pass, as fla
+would derive it with a stream sync in every layer. Checked on the CPU: the arguments, and `fla_gated_delta_rule`'s chunk path through a
 stand-in of fla's entry point that computes the chunked rule with the engine's torch reference
 per packed sequence, honouring `use_qk_l2norm_in_kernel` (it refuses q / k that are not unit
 rows when the kernel is told not to normalise them).
@@ -18,8 +19,9 @@ import types
 import pytest
 import torch
 
-from engine_under_test.model.gated_delta_net import (CHUNK_MIN_TOKENS, chunk_gated_delta_rule, fla_chunk_inputs,
-                                                     fla_gated_delta_rule, l2norm_float32)
+from engine_under_test.model.gated_delta_net import (CHUNK_MIN_TOKENS, FLA_CHUNK_TOKENS, chunk_gated_delta_rule,
+                                                     fla_chunk_inputs, fla_gated_delta_rule, l2norm_float32,
+                                                     varlen_packing)
 
 
 def _inputs(G, L, hk=2, hv=4, dk=16, dv=8, seed=0, dtype=torch.bfloat16):
@@ -43,6 +45,7 @@ def test_chunk_inputs_are_one_packed_batch_of_unit_rows(G):
     assert args["use_qk_l2norm_in_kernel"] is False
     assert args["cu_seqlens"].tolist() == [i * L for i in range(G + 1)]
     assert args["cu_seqlens"].dtype == torch.long
+    assert args["chunk_indices"].tolist() == [[i, c] for i in range(G) for c in range(2)]   # 70 tokens: 2 chunks
     for name in ("q", "k", "v", "g", "beta"):
         assert args[name].shape[:2] == (1, G * L), name
     assert args["initial_state"] is s0
@@ -53,6 +56,27 @@ def test_chunk_inputs_are_one_packed_batch_of_unit_rows(G):
         # sequence i's tokens are rows i * L .. (i + 1) * L - 1 of the packed batch
         assert torch.equal(args[name][0].view(G, L, *x.shape[2:]), l2norm_float32(x))
     assert torch.equal(args["v"][0].view(G, L, *v.shape[2:]), v)
+
+
+def test_the_varlen_packing_lists_every_chunk_of_every_sequence_in_order():
+    # fla's layout: one row (sequence, chunk within it) per 64-token chunk, a partial last chunk included
+    for G, L in ((1, 512), (3, 130), (2, 64), (4, 1)):
+        packing = varlen_packing(G, L, torch.device("cpu"))
+        chunks = -(-L // FLA_CHUNK_TOKENS)
+        assert packing.cu_seqlens.tolist() == list(range(0, (G + 1) * L, L))
+        rows = packing.chunk_indices.tolist()
+        assert len(rows) == G * chunks
+        assert rows == sorted(rows) and {tuple(r) for r in rows} == {(s, c) for s in range(G) for c in range(chunks)}
+        # every chunk starts inside its sequence
+        assert all(packing.cu_seqlens[s] + c * FLA_CHUNK_TOKENS < packing.cu_seqlens[s + 1] for s, c in rows)
+
+
+def test_a_given_packing_is_passed_as_it_is():
+    # the pass builds one packing and every layer hands fla the same tensors (fla caches by identity)
+    q, k, v, g, beta, s0 = _inputs(2, 70)
+    packing = varlen_packing(2, 70, torch.device("cpu"))
+    args = fla_chunk_inputs(q, k, v, g, beta, s0, packing)
+    assert args["cu_seqlens"] is packing.cu_seqlens and args["chunk_indices"] is packing.chunk_indices
 
 
 def test_l2norm_float32_matches_the_torch_reference():
@@ -68,8 +92,12 @@ def fla_stand_in(monkeypatch):
     packed sequence; records the batch size of every call."""
     calls = []
 
-    def chunk(q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, use_qk_l2norm_in_kernel):
+    def chunk(q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, chunk_indices,
+              use_qk_l2norm_in_kernel):
         assert output_final_state
+        bounds = cu_seqlens.tolist()
+        assert chunk_indices.tolist() == [[i, c] for i, (a, b) in enumerate(zip(bounds, bounds[1:]))
+                                          for c in range(-(-(b - a) // FLA_CHUNK_TOKENS))]
         calls.append(q.shape[0])
         if q.shape[0] != 1:
             raise AssertionError(f"varlen call with batch {q.shape[0]}")
@@ -78,7 +106,6 @@ def fla_stand_in(monkeypatch):
                 norms = x.float().norm(dim=-1)
                 if not torch.allclose(norms, torch.ones_like(norms), atol=1e-2):
                     raise AssertionError("q / k are not unit rows and the kernel is told not to normalise them")
-        bounds = cu_seqlens.tolist()
         outs, states = [], []
         for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
             o, s = chunk_gated_delta_rule(q[:, a:b].double(), k[:, a:b].double(), v[:, a:b].double(),

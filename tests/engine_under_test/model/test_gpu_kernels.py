@@ -18,7 +18,8 @@ import torch
 from engine_under_test.config import EngineConfig
 from engine_under_test.memory.planner import plan_memory
 from engine_under_test.model.forward_batch import ForwardBatch
-from engine_under_test.model.gated_delta_net import chunk_gated_delta_rule, fla_gated_delta_rule, recurrent_gated_delta_rule
+from engine_under_test.model.gated_delta_net import (chunk_gated_delta_rule, fla_gated_delta_rule,
+                                                     recurrent_gated_delta_rule, varlen_packing)
 from engine_under_test.model.weights import load_target
 from engine_under_test.pool import UnifiedPool
 from engine_under_test.runtime.caches import layer_caches
@@ -84,15 +85,26 @@ def test_snapshot_kernel_writes_every_saved_state(dtype):
     assert torch.isnan(raw[:, :lead]).all() and torch.isnan(raw[:, lead + hv * dv * dk:]).all()
 
 
+def test_the_host_built_packing_is_flas_own():
+    # what fla derives from a device cu_seqlens (with a sync) equals what the engine builds on the host
+    from fla.ops.utils.index import prepare_chunk_indices
+
+    for G, L in ((1, 512), (2, 150), (16, 512), (5, 64), (3, 1)):
+        packing = varlen_packing(G, L, torch.device("cuda"))
+        assert torch.equal(packing.chunk_indices, prepare_chunk_indices(packing.cu_seqlens, 64)), (G, L)
+        assert packing.cu_seqlens.tolist() == [b * L for b in range(G + 1)]
+
+
 def test_fla_kernels_match_the_reference():
     # bf16 prefill through the chunked kernel (GVA: 4 key heads, 8 value heads), across chunks,
     # G sequences packed into one varlen call (fla_chunk_inputs)
     for G, L in ((2, 150), (5, 64)):
         q, k, v, g, beta, s0 = _inputs(G, L, 4, 8, 128, 128, 2, torch.bfloat16)
-        o, s = fla_gated_delta_rule(q, k, v, g, beta, s0, save_all_states=False)
         ref_o, ref_s = chunk_gated_delta_rule(q.double(), k.double(), v.double(), g.double(), beta.double(),
                                               s0.double())
-        assert _rel(o, ref_o) < 2e-2 and _rel(s, ref_s) < 2e-2, (G, L, _rel(o, ref_o), _rel(s, ref_s))
+        for packing in (None, varlen_packing(G, L, q.device)):      # built by the wrapper, or by the pass
+            o, s = fla_gated_delta_rule(q, k, v, g, beta, s0, save_all_states=False, packing=packing)
+            assert _rel(o, ref_o) < 2e-2 and _rel(s, ref_s) < 2e-2, (G, L, _rel(o, ref_o), _rel(s, ref_s))
     # float32 through the recurrent kernel (decode-sized and prefill-sized), and per position
     for L in (1, 70):
         q, k, v, g, beta, s0 = _inputs(3, L, 4, 8, 128, 128, 3 + L, torch.float32)
