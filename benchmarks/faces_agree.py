@@ -6,8 +6,11 @@ marked, and the exit status 0 only where the two sets of (check, engine, case, o
     python benchmarks/faces_agree.py RUN_VERDICTS.jsonl PYTEST_VERDICTS.jsonl
 
 Each face serves every engine itself, so a timing verdict whose interval lies near its band can come out
-pass in one measurement and inconclusive in the other; such a line is marked `(timing)` and is still a
-difference: this script reports, it does not excuse."""
+decided in one measurement and inconclusive in the other. Each difference is marked by its kind:
+`(one side undecided)` where one face says inconclusive and the other decided (pass, fail or finding),
+`<- CONTRADICTS` where both decided and disagree, `(only in one face)` where a verdict is missing from
+the other. All of them count as differences and make the exit status 1: this script reports, it does not
+excuse. The last line counts each kind."""
 
 from __future__ import annotations
 
@@ -26,17 +29,29 @@ def main(argv: list[str]) -> int:
         print("usage: python benchmarks/faces_agree.py RUN_VERDICTS.jsonl PYTEST_VERDICTS.jsonl", file=sys.stderr)
         return 2
     job, suite = (_outcomes(Path(a)) for a in argv)
-    differ = 0
+    kinds = {"identical": 0, "one side undecided": 0, "contradicts": 0, "only in one face": 0}
     print(f"{'engine':<12} {'case':<22} {'check':<44} {'conformance run':<16} pytest suites")
     for key in sorted(job.keys() | suite.keys()):
         a, b = job.get(key, "-"), suite.get(key, "-")
-        mark = ""
-        if a != b:
-            differ += 1
-            mark = "  <- differs" + (" (timing)" if {a, b} <= {"pass", "inconclusive"} else "")
+        kind = _difference(a, b)
+        kinds[kind] += 1
+        mark = "" if kind == "identical" else "  <- CONTRADICTS" if kind == "contradicts" else f"  <- differs ({kind})"
         print(f"{key[0]:<12} {key[1]:<22} {key[2]:<44} {a:<16} {b}{mark}")
-    print(f"{len(job)} verdicts from conformance run, {len(suite)} from pytest suites; {differ} differ")
+    differ = sum(n for kind, n in kinds.items() if kind != "identical")
+    print(f"{len(job)} verdicts from conformance run, {len(suite)} from pytest suites; {differ} differ "
+          f"({', '.join(f'{kind}: {n}' for kind, n in kinds.items())})")
     return 1 if differ else 0
+
+
+def _difference(a: str, b: str) -> str:
+    """How two outcomes of one (engine, case, check) differ ("-": the face has no such verdict)."""
+    if a == b:
+        return "identical"
+    if "-" in (a, b):
+        return "only in one face"
+    if "inconclusive" in (a, b):
+        return "one side undecided"
+    return "contradicts"
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@
 #   same-run-pytest  the other face, in the background: `pytest suites/ -m gpu` of $PYTEST_ENGINES (default
 #                vLLM, the reference and the slowed port) on the same case; verdicts in
 #                $OUT/same-run-pytest/verdicts.jsonl
+#   both-faces   same-run, then same-run-pytest, as one background job (no idle card between them)
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
 #                and of its kernels (fla's packed chunked call among them)
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
@@ -61,6 +62,27 @@ wait_engine_tests() { local pid; pid=$(cat /tmp/engine-tests.pid 2>/dev/null) ||
 # the installed oracle packs, as options (read again before each step: an install step adds one)
 oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
                [ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK"); }
+
+# the two faces' commands, each writing its folder under $OUT (one shell line each, run in the background)
+same_run_cmd() {
+  local ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
+  mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-$(date +%s)" && mkdir -p "$OUT/same-run"
+  echo "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
+        ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
+        echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
+        cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/"
+}
+pytest_face_cmd() {
+  mkdir -p "$OUT/same-run-pytest"
+  echo "python3 -m pytest -p conformance.pytest_plugin.plugin suites/ -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
+        --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
+        -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
+        --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;
+        echo \$? > $OUT/same-run-pytest/rc"
+}
+# start_bg NAME COMMAND: COMMAND in its own session (it outlasts the call); `wait` waits for it
+start_bg() { setsid bash -c "$2" < /dev/null > /dev/null 2>&1 &
+             echo $! > /tmp/bg.pid; echo "started $1, pid $(cat /tmp/bg.pid)"; }
 
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
@@ -147,23 +169,13 @@ for step in "$@"; do
       echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
       ;;
     same-run)
-      wait_engine_tests; mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-1" && mkdir -p "$OUT/same-run"
-      ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
-      setsid bash -c "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
-          ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
-          echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
-          cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/" \
-          < /dev/null > /dev/null 2>&1 &
-      echo $! > /tmp/bg.pid; echo "started same-run, pid $(cat /tmp/bg.pid)"
+      wait_engine_tests; start_bg same-run "$(same_run_cmd)"
       ;;
     same-run-pytest)
-      wait_engine_tests; mkdir -p "$OUT/same-run-pytest"
-      setsid bash -c "python3 -m pytest -p conformance.pytest_plugin.plugin suites/ -m gpu --cases ${LIVE_CASE:-live-2b-dflash-k8} \
-          --engines ${PYTEST_ENGINES:-vllm,reference,examples/live-port/engine-slow.yaml} ${ORACLE_SET[*]} \
-          -rA -q -p no:cacheprovider --basetemp /tmp/bt-pytest --verdicts-out $OUT/same-run-pytest/verdicts.jsonl \
-          --parity-report $OUT/same-run-pytest/report > $OUT/same-run-pytest/pytest.log 2>&1;
-          echo \$? > $OUT/same-run-pytest/rc" < /dev/null > /dev/null 2>&1 &
-      echo $! > /tmp/bg.pid; echo "started same-run-pytest, pid $(cat /tmp/bg.pid)"
+      wait_engine_tests; start_bg same-run-pytest "$(pytest_face_cmd)"
+      ;;
+    both-faces)
+      wait_engine_tests; start_bg both-faces "$(same_run_cmd); $(pytest_face_cmd)"
       ;;
     wait)
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
