@@ -1,0 +1,189 @@
+"""Where a wave of c = 32 prompts spends its eager steps (not a test; prints tables).
+
+    python benchmarks/mixed_step_profile.py --out DIR              # one GPU: 2b shapes, bf16, k = 8
+    python benchmarks/mixed_step_profile.py --tiny --device cpu    # the script itself, on a CPU
+
+The served ladder's c = 32 rung sends 32 prompts of 512 tokens at once; with a step budget of 8,192
+tokens the engine prefills them over two mixed steps and a short third one, run eagerly (no captured
+graph covers a prefill), before the captured decode steps. This runs that wave in-process on the
+engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` times and prints, per
+step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
+(prompt and decode rows), whether a captured graph ran it, and the number of ATen ops it dispatched.
+The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
+ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
+step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
+launches). Tables go to stdout and DIR/mixed-steps.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
+
+
+class _OpCount(TorchDispatchMode):
+    """Counts the ATen ops dispatched inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _build(args) -> LLM:
+    models = ROOT / "conformance" / "models"
+    target, draft = ("tiny-hybrid", "tiny-dflash") if args.tiny else ("qwen35-2b-shaped", "qwen35-2b-dflash-shaped")
+    spec = {"method": "dflash", "model": str(models / draft), "num_speculative_tokens": args.k,
+            "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 4.0}
+    return LLM(models / target, spec, max_num_seqs=args.concurrency, max_model_len=4096,
+               max_num_batched_tokens=args.max_num_batched_tokens, device=args.device,
+               dtype="bfloat16" if args.device == "cuda" else None, load_format="dummy", seed=0,
+               kv_cache_memory_bytes=args.pool_gib * 2**30, enforce_eager=False)
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+class _StepLog:
+    """Wraps the runner's execute: what each step scheduled and whether a captured graph ran it."""
+
+    def __init__(self, eng) -> None:
+        self.eng, self.rows = eng, []
+        self._execute = eng.runner.execute
+        eng.runner.execute = self._wrapped
+
+    def _wrapped(self, out, *a, **kw):
+        reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
+        graphs = self.eng.runner.graphs
+        prompt = sum(sr.num_scheduled_tokens for sr in reqs if not sr.spec_token_ids)    # decode rows verify drafts
+        self.rows.append({"tokens": sum(sr.num_scheduled_tokens for sr in reqs), "prompt_tokens": prompt,
+                          "rows": len(reqs), "captured": bool(graphs is not None and reqs and graphs.can_run(reqs))})
+        return self._execute(out, *a, **kw)
+
+
+def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
+    """Add `concurrency` prompts and step until they finish; one row per step."""
+    log = _StepLog(eng)
+    for i in range(args.concurrency):
+        eng.add_request(f"{tag}-{i}", [1 + (7 * i + t) % 1000 for t in range(args.prompt_tokens)],
+                        SamplingParams(max_tokens=args.output_tokens, temperature=0))
+    steps = []
+    try:
+        while eng.has_unfinished_requests():
+            _sync(args.device)
+            count = _OpCount()
+            t0 = time.perf_counter()
+            if profile_eager and len(steps) < args.eager_steps:
+                steps.append(_profiled_step(eng, args))
+            else:
+                with count:
+                    eng.step()
+                _sync(args.device)
+                steps.append({"wall_ms": 1e3 * (time.perf_counter() - t0), "aten_ops": count.count})
+            steps[-1].update(log.rows[-1] if log.rows else {})
+    finally:
+        eng.runner.execute = log._execute
+    return steps
+
+
+def _profiled_step(eng, args) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        eng.step()
+        _sync(args.device)
+    wall_ms = 1e3 * (time.perf_counter() - t0)
+    events = prof.events()
+    aten = collections.Counter()
+    aten_us = collections.Counter()
+    launches, kernels, busy = 0, collections.Counter(), []
+    for ev in events:
+        name = ev.name
+        if name.startswith("aten::"):
+            aten[name] += 1
+            aten_us[name] += ev.self_cpu_time_total
+        if name in ("cudaLaunchKernel", "cuLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernelEx"):
+            launches += 1
+        if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA:
+            kernels[name] += 1
+            busy.append((ev.time_range.start, ev.time_range.end))
+    busy_us = 0.0
+    end = None
+    for a, b in sorted(busy):                    # union of the device intervals
+        if end is None or a > end:
+            busy_us += b - a
+            end = b
+        elif b > end:
+            busy_us += b - end
+            end = b
+    return {"wall_ms_profiled": wall_ms, "aten_ops": sum(aten.values()), "launches": launches,
+            "device_busy_ms": busy_us / 1e3, "kernels": sum(kernels.values()),
+            "top_by_count": aten.most_common(args.top),
+            "top_by_host_us": sorted(aten_us.items(), key=lambda kv: -kv[1])[:args.top],
+            "top_kernels": kernels.most_common(args.top)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--tiny", action="store_true", help="the tiny shapes (a check of the script itself)")
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--prompt-tokens", type=int, default=512)
+    ap.add_argument("--output-tokens", type=int, default=16)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--pool-gib", type=int, default=16)
+    ap.add_argument("--waves", type=int, default=3, help="waves before the profiled one (the first compiles)")
+    ap.add_argument("--eager-steps", type=int, default=3, help="steps of the profiled wave to profile")
+    ap.add_argument("--top", type=int, default=15)
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    llm = _build(args)
+    eng = llm.engine
+    print(f"built in {time.perf_counter() - t0:.1f} s ({'tiny' if args.tiny else '2b'} shapes, {args.device})", flush=True)
+    result = {"args": {k: str(v) for k, v in vars(args).items()}, "waves": []}
+    for w in range(args.waves):
+        steps = _wave(eng, args, f"w{w}")
+        result["waves"].append(steps)
+        eager = [s for s in steps if not s.get("captured")]
+        print(f"wave {w}: {len(steps)} steps, {sum(s['wall_ms'] for s in steps):.1f} ms; eager steps: "
+              + ", ".join(f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + "
+                          f"{s.get('tokens', 0) - s.get('prompt_tokens', 0)} decode tokens, {s['aten_ops']} ops)"
+                          for s in eager), flush=True)
+    steps = _wave(eng, args, "profiled", profile_eager=True)
+    result["profiled"] = steps[:args.eager_steps]
+    for i, s in enumerate(steps[:args.eager_steps]):
+        print(f"\nprofiled step {i + 1}: {s.get('prompt_tokens')} prompt + {s.get('tokens', 0) - s.get('prompt_tokens', 0)} "
+              f"decode tokens, captured {s.get('captured')}: wall {s['wall_ms_profiled']:.1f} ms (profiled), "
+              f"{s['aten_ops']} ATen ops, {s['launches']} kernel launches, {s['kernels']} kernels, "
+              f"device busy {s['device_busy_ms']:.1f} ms")
+        print("  ATen ops by count:   " + ", ".join(f"{n.removeprefix('aten::')} {c}" for n, c in s["top_by_count"]))
+        print("  ATen ops by host ms: " + ", ".join(f"{n.removeprefix('aten::')} {us / 1e3:.1f}" for n, us in s["top_by_host_us"]))
+        print("  kernels by count:    " + ", ".join(f"{n[:40]} {c}" for n, c in s["top_kernels"]))
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "mixed-steps.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
