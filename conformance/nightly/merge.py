@@ -63,7 +63,7 @@ class SourceRun:
         return {"run_id": self.meta.get("run_id", self.run_dir.name), "source": self.source,
                 "host": p.get("host"), "device": p.get("device"), "shard": p.get("shard"),
                 "framework_commit": p.get("framework_commit"), "framework_dirty": p.get("framework_dirty", False),
-                "goldens_revision": self.revision,
+                "source_digest": p.get("source_digest"), "goldens_revision": self.revision,
                 "engines": {e["name"]: e.get("version") for e in self.meta.get("engines") or ()}}
 
 
@@ -162,7 +162,8 @@ def merge_runs(sources: Sequence[str], out_dir: Path, allow_mixed_goldens: bool,
     for r in meta["merged_from"]:
         shard = f"shard {r['shard']['index']}/{r['shard']['count']}" if r["shard"] else "whole matrix"
         console.print(f"merged {shown(r['run_id'])} from {shown(r['source'])}: host {shown(str(r['host']))}, {shard}, "
-                      f"commit {shown(str(r['framework_commit'])[:12])}, goldens {shown(r['goldens_revision'][:19])}")
+                      f"commit {shown(str(r['framework_commit'])[:12])}, code {shown(str(r.get('source_digest'))[:19])}, "
+                      f"goldens {shown(r['goldens_revision'][:19])}")
     missing = _missing_shards(runs)
     if missing:
         console.print(f"[yellow]shards not merged: {', '.join(missing)} (their cells show `not run`)[/]")

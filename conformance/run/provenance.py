@@ -7,6 +7,7 @@ Contract: `run_provenance(goldens_dir, shard)` returns the `provenance` block of
     device            the host's accelerators as NVML names them ("NVIDIA H200 x 8"), else "cpu: <model>"
     framework_commit  `git rev-parse HEAD` of the framework checkout (None outside a git checkout),
                       framework_dirty: whether its tracked files differ from that commit
+    source_digest     `source_digest()`: the code that ran, whatever git says of it
     goldens_revision  `goldens_revision(goldens_dir)`
     shard             {"index": i, "count": n} or None (the whole matrix)
 
@@ -14,6 +15,11 @@ Contract: `run_provenance(goldens_dir, shard)` returns the `provenance` block of
 framework's goldens/, and an engine under test's `--goldens-dir` when given): its path relative to
 its root and its bytes, in sorted order, so two checkouts with the same goldens agree whatever their
 commits, and any edit of a golden changes it.
+
+`source_digest()` is the same kind of sha256 over every file of the framework's package and the
+reference engine (`SOURCE_ROOTS`, `__pycache__` left out). It names the code a run ran where the commit
+cannot: an installed copy with no `.git`, a copy whose `.git` is older than its files (HEAD then reads
+as modified), uncommitted edits. Two hosts that ran the same code agree on it.
 """
 
 from __future__ import annotations
@@ -28,11 +34,15 @@ from typing import Any
 from conformance import paths
 
 
+SOURCE_ROOTS = ("conformance", "engine_under_test")     # the framework's package, the reference engine
+_NOT_SOURCE = "__pycache__"
+
+
 def _tree_digest(h, label: str, root: Path) -> None:
     h.update(f"{label}\0".encode())
     if not root.is_dir():
         return
-    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+    for f in sorted(p for p in root.rglob("*") if p.is_file() and _NOT_SOURCE not in p.relative_to(root).parts):
         h.update(f.relative_to(root).as_posix().encode("utf-8") + b"\0")
         h.update(hashlib.sha256(f.read_bytes()).digest())
 
@@ -42,6 +52,14 @@ def goldens_revision(under_test_dir: Path | None = None) -> str:
     _tree_digest(h, "goldens", paths.goldens_dir())
     if under_test_dir is not None:
         _tree_digest(h, "goldens-dir", Path(under_test_dir))
+    return "sha256:" + h.hexdigest()
+
+
+def source_digest() -> str:
+    """sha256 over the files under each of SOURCE_ROOTS of the checkout (module docstring)."""
+    h = hashlib.sha256()
+    for name in SOURCE_ROOTS:
+        _tree_digest(h, name, paths.REPO_ROOT / name)
     return "sha256:" + h.hexdigest()
 
 
@@ -88,5 +106,6 @@ def run_provenance(goldens_dir: Path | None, shard: Any = None) -> dict[str, Any
 
     return {"host": socket.gethostname(), "device": host_device(), "framework_commit": commit,
             "repo_root": str(paths.REPO_ROOT), "cache_dir": str(paths.cache_dir()),
-            "framework_dirty": dirty, "goldens_revision": goldens_revision(goldens_dir),
+            "framework_dirty": dirty, "source_digest": source_digest(),
+            "goldens_revision": goldens_revision(goldens_dir),
             "shard": shard.to_json() if shard is not None else None}

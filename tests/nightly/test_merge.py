@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli.main import main
+from conformance.run.provenance import source_digest
 from conformance.run.rundir import load_report, read_run_meta
 
 from tests.nightly.conftest import conformance_run
@@ -38,7 +39,9 @@ def test_merged_shards_judge_as_one_unsharded_run(sharded_runs, tmp_path, capsys
     for r in meta["merged_from"]:
         assert f"merged {r['run_id']}" in printed and f"host {r['host']}" in printed
         assert f"shard {r['shard']['index']}/2" in printed
+        assert r["source_digest"] == source_digest() and f"code {r['source_digest'][:19]}" in printed
     html = (out / "index.html").read_text()
+    assert html.count(f"<code>{source_digest()[:19]}</code>") == 2      # the code column of each merged run
     assert html.count('class="cell ') == len(load_report(sharded_runs["all"]).cases) * 2
     assert html.count("<tr data-run=") == 2 and 'class="device"' in html
 
