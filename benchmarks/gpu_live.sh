@@ -31,6 +31,8 @@
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
+#   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens): each step of a
+#                wave, and its eager steps under the profiler; $OUT/mixed-steps/mixed-steps.json (needs only install-fw)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -176,6 +178,11 @@ for step in "$@"; do
       ;;
     both-faces)
       wait_engine_tests; start_bg both-faces "$(same_run_cmd); $(pytest_face_cmd)"
+      ;;
+    mixed-steps)
+      wait_engine_tests
+      "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps" --waves "${WAVES:-2}" 2>&1 \
+        | grep -v "^USDT" | tee "$OUT/mixed-steps.log" | tail -30
       ;;
     wait)
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
