@@ -50,8 +50,19 @@ export PYTHONPATH="$PWD:/tmp/fw-site${PYTHONPATH:+:$PYTHONPATH}"
 export DFLASH_CONFORMANCE_GOLDENS=$GOLDENS
 mkdir -p "$OUT" "$RESULTS"
 [ -d "$GOLDENS" ] || cp -r goldens "$GOLDENS"
+# what comes back is a copy of $OUT (background steps still write there) with the host's checkout path written
+# as <repo> (&lt;repo&gt; in HTML), as goldens write it
 pack_results() { mkdir -p "$OUT/goldens-live"; cp -r "$GOLDENS"/live/. "$OUT/goldens-live/" 2>/dev/null
-                 tar czf "$RESULTS/gpu-live.tgz" -C "$OUT" .; }
+                 rm -rf /tmp/gpu-out-packed && cp -r "$OUT" /tmp/gpu-out-packed
+                 python3 - /tmp/gpu-out-packed "$PWD" <<'PY'
+import sys
+from pathlib import Path
+out, repo = Path(sys.argv[1]), sys.argv[2].encode()
+for f in out.rglob("*"):
+    if f.is_file() and repo in (b := f.read_bytes()):
+        f.write_bytes(b.replace(repo, b"&lt;repo&gt;" if f.suffix == ".html" else b"<repo>"))
+PY
+                 tar czf "$RESULTS/gpu-live.tgz" -C /tmp/gpu-out-packed .; }
 trap pack_results EXIT
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
