@@ -33,7 +33,7 @@ from torch import nn
 
 from engine_under_test.model.forward_batch import ForwardBatch, LayerCache, device_tensor
 from engine_under_test.model.fused_linear import LinearGroup
-from engine_under_test.model.gated_delta_net import causal_conv1d, gated_delta_rule, varlen_packing
+from engine_under_test.model.gated_delta_net import CHUNK_MIN_TOKENS, causal_conv1d, gated_delta_rule, varlen_packing
 from engine_under_test.model.model_config import TargetModelConfig
 from engine_under_test.model.norm import GatedRMSNorm
 
@@ -104,8 +104,9 @@ class GatedDeltaNet(nn.Module):
                 ssm0 = ssm_cache[slots.src]
                 if slots.any_fresh:
                     ssm0 = torch.where(slots.fresh[:, None, None, None], 0, ssm0)
-                packing = None if backend == "torch" or slots.all_states else batch.memo(
-                    ("fla_varlen", G, qlen), lambda: varlen_packing(G, qlen, x.device))
+                chunked = backend != "torch" and not slots.all_states and qlen >= CHUNK_MIN_TOKENS
+                packing = batch.memo(("fla_varlen", G, qlen), lambda: varlen_packing(G, qlen, x.device)) \
+                    if chunked else None              # the recurrent kernel takes none
                 o, ssm_states = gated_delta_rule(q, k, v, g_grp, beta_grp, ssm0, slots.all_states, backend, packing)
                 _save(ssm_cache, ssm_states, slots)
             _save(conv_rows, conv_states, slots)
