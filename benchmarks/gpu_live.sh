@@ -32,7 +32,8 @@
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens): each step of a
-#                wave, and its eager steps under the profiler; $OUT/mixed-steps/mixed-steps.json (needs only install-fw)
+#                wave, and its eager steps under the profiler, with mixed steps split and then run whole (one eager
+#                pass, --whole-mixed-steps); $OUT/mixed-steps/{split,whole}/mixed-steps.json (needs only install-fw)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -192,8 +193,11 @@ for step in "$@"; do
       ;;
     mixed-steps)
       wait_engine_tests
-      "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps" --waves "${WAVES:-2}" 2>&1 \
-        | grep -v "^USDT" | tee "$OUT/mixed-steps.log" | tail -30
+      for how in split whole; do          # mixed steps split (the engine's way) and run whole, on one card
+        flag=(); [ "$how" = whole ] && flag=(--whole-mixed-steps)
+        "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps/$how" --waves "${WAVES:-2}" \
+          "${flag[@]}" 2>&1 | grep -v "^USDT" | tee "$OUT/mixed-steps-$how.log" | tail -30
+      done
       ;;
     wait)
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))

@@ -8,7 +8,9 @@ tokens the engine prefills them over two mixed steps and a short third one, run 
 graph covers a prefill), before the captured decode steps. This runs that wave in-process on the
 engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` times and prints, per
 step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
-(prompt and decode rows), whether a captured graph ran it, and the number of ATen ops it dispatched.
+(prompt and decode rows), whether a captured graph ran it (whole, or its decode rows beside an eager
+pass over its prompt chunks: a split mixed step), and the ATen ops it dispatched, eager and in the
+fixed-shape pass (`--whole-mixed-steps` runs mixed steps as one eager pass, to compare).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
 ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
@@ -34,14 +36,18 @@ from engine_under_test.llm import LLM, SamplingParams  # noqa: E402
 
 
 class _OpCount(TorchDispatchMode):
-    """Counts the ATen ops dispatched inside it."""
+    """Counts the ATen ops dispatched inside it, and apart those of the fixed-shape decode pass
+    (`in_fixed` set by `_StepLog`): on CUDA that pass is graph replays, which dispatch no op of
+    their bodies; on a CPU its bodies run op by op, so those counts say what CUDA would replay."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.count = 0
+        self.count = self.fixed = 0
+        self.in_fixed = False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.count += 1
+        self.fixed += self.in_fixed
         return func(*args, **(kwargs or {}))
 
 
@@ -62,19 +68,46 @@ def _sync(device: str) -> None:
 
 
 class _StepLog:
-    """Wraps the runner's execute: what each step scheduled and whether a captured graph ran it."""
+    """Wraps the runner's execute: what each step scheduled, whether a captured graph ran it
+    whole, how many of its decode rows a captured pass ran beside an eager one (a split mixed
+    step), and marks the fixed-shape pass for the step's `_OpCount` (`counter`)."""
 
     def __init__(self, eng) -> None:
-        self.eng, self.rows = eng, []
+        self.eng, self.rows, self.counter = eng, [], None
         self._execute = eng.runner.execute
         eng.runner.execute = self._wrapped
+        graphs = eng.runner.graphs
+        self._fixed = {}
+        if graphs is not None:
+            for name in ("launch", "_execute_two_syncs"):
+                self._fixed[name] = getattr(graphs, name)
+                setattr(graphs, name, self._marking(self._fixed[name]))
+
+    def _marking(self, fn):
+        def wrapped(*a, **kw):
+            counter = self.counter
+            if counter is None:
+                return fn(*a, **kw)
+            counter.in_fixed = True
+            try:
+                return fn(*a, **kw)
+            finally:
+                counter.in_fixed = False
+        return wrapped
+
+    def restore(self) -> None:
+        self.eng.runner.execute = self._execute
+        for name in self._fixed:
+            delattr(self.eng.runner.graphs, name)        # the class's method again
 
     def _wrapped(self, out, *a, **kw):
         reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
         graphs = self.eng.runner.graphs
         prompt = sum(sr.num_scheduled_tokens for sr in reqs if not sr.spec_token_ids)    # decode rows verify drafts
+        whole = bool(graphs is not None and reqs and graphs.can_run(reqs))
+        split = 0 if whole or graphs is None or not reqs else len(graphs.split(reqs)[0])
         self.rows.append({"tokens": sum(sr.num_scheduled_tokens for sr in reqs), "prompt_tokens": prompt,
-                          "rows": len(reqs), "captured": bool(graphs is not None and reqs and graphs.can_run(reqs))})
+                          "rows": len(reqs), "captured": whole, "captured_rows_beside_eager": split})
         return self._execute(out, *a, **kw)
 
 
@@ -93,13 +126,16 @@ def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
             if profile_eager and len(steps) < args.eager_steps:
                 steps.append(_profiled_step(eng, args))
             else:
+                log.counter = count
                 with count:
                     eng.step()
                 _sync(args.device)
-                steps.append({"wall_ms": 1e3 * (time.perf_counter() - t0), "aten_ops": count.count})
+                log.counter = None
+                steps.append({"wall_ms": 1e3 * (time.perf_counter() - t0), "aten_ops": count.count,
+                              "eager_aten_ops": count.count - count.fixed})
             steps[-1].update(log.rows[-1] if log.rows else {})
     finally:
-        eng.runner.execute = log._execute
+        log.restore()
     return steps
 
 
@@ -156,10 +192,14 @@ def main() -> None:
     ap.add_argument("--waves", type=int, default=3, help="waves before the profiled one (the first compiles)")
     ap.add_argument("--eager-steps", type=int, default=3, help="steps of the profiled wave to profile")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--whole-mixed-steps", action="store_true",
+                    help="run each mixed step as one eager pass, as before mixed steps were split (to compare)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     llm = _build(args)
     eng = llm.engine
+    if args.whole_mixed_steps and eng.runner.graphs is not None:
+        eng.runner.graphs.split = lambda reqs: ([], list(reqs))
     print(f"built in {time.perf_counter() - t0:.1f} s ({'tiny' if args.tiny else '2b'} shapes, {args.device})", flush=True)
     result = {"args": {k: str(v) for k, v in vars(args).items()}, "waves": []}
     for w in range(args.waves):
@@ -168,7 +208,9 @@ def main() -> None:
         eager = [s for s in steps if not s.get("captured")]
         print(f"wave {w}: {len(steps)} steps, {sum(s['wall_ms'] for s in steps):.1f} ms; eager steps: "
               + ", ".join(f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + "
-                          f"{s.get('tokens', 0) - s.get('prompt_tokens', 0)} decode tokens, {s['aten_ops']} ops)"
+                          f"{s.get('tokens', 0) - s.get('prompt_tokens', 0)} decode tokens"
+                          + (f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else "")
+                          + f"; {s['eager_aten_ops']} ops eager, {s['aten_ops'] - s['eager_aten_ops']} in the fixed-shape pass)"
                           for s in eager), flush=True)
     steps = _wave(eng, args, "profiled", profile_eager=True)
     result["profiled"] = steps[:args.eager_steps]

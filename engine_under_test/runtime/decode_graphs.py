@@ -48,7 +48,9 @@ graph (it holds no memory the drafter graph reads). Context rows past the accept
 too: they lie at positions p .. p + k - 1 of the query block, which overwrites them before any
 read. Padded sequences (B > real) and sequences with no room to draft read and write only the
 null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill,
-mixed steps, the CPU and `enforce_eager`.
+the CPU and `enforce_eager`; a mixed step runs its decode rows here and its prompt chunks there
+(`split`, two passes over disjoint sequences), so only the prompt chunks' groups are launched
+op by op.
 """
 
 from __future__ import annotations
@@ -118,6 +120,16 @@ class DecodeGraphs:
         if not (self.enabled and self.captured.by_size and self.runner.target.gdn_backend == self.backend):
             return False
         return self.geometry.accepts(reqs)
+
+    def split(self, reqs) -> tuple[list, list]:
+        """(decode rows the graphs run, the rest) of a mixed step: its requests past their prefill
+        that feed L inputs, when there are some, they fit a captured size and some request is not
+        one of them; else ([], reqs). The runner runs the two parts as two passes."""
+        decode = [sr for sr in reqs if self.geometry.accepts([sr])]
+        if not decode or len(decode) == len(reqs) or not self.can_run(decode):
+            return [], list(reqs)
+        taken = {sr.req_id for sr in decode}
+        return decode, [sr for sr in reqs if sr.req_id not in taken]
 
     def runs_one_sync(self, reqs, params, acceptance) -> bool:
         """Whether the step verifies on the device: a drafter and every request greedy (greedy

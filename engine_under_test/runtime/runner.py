@@ -24,6 +24,11 @@ context K/V for the n - s + m accepted inputs (target residual streams at the DF
 and one query block [last output token, mask x k] at positions p .. p + k (p = the position
 of the last output token) whose k mask rows give the next drafts (greedy, as vLLM drafts).
 With k smaller than the drafter's block_size the first k mask positions are used.
+
+With captured graphs (`capture_decode_graphs`) a uniform decode step runs on them whole, and a
+mixed step (decode rows beside prompt chunks) runs as two passes over disjoint sequences: its
+decode rows on the graphs, its prompt chunks through the eager path above (`DecodeGraphs.split`);
+a step's result is the same request by request, and only the prompt chunks are launched op by op.
 """
 
 from __future__ import annotations
@@ -55,6 +60,13 @@ class StepResult:
     # per verified request: (num_draft_tokens, num_accepted_tokens), so the engine can leave out a
     # request whose results it drops (finished or aborted while the step was in flight)
     verified: dict[str, tuple[int, int]] = field(default_factory=dict)
+
+    def absorb(self, other: "StepResult") -> None:
+        """Add the results of another pass of the same step (other requests)."""
+        self.sampled.update(other.sampled)
+        self.drafts.update(other.drafts)
+        for req_id, (num_draft_tokens, num_accepted_tokens) in other.verified.items():
+            self.observe_verify(req_id, num_draft_tokens, num_accepted_tokens)
 
     def observe_verify(self, req_id: str, num_draft_tokens: int, num_accepted_tokens: int) -> None:
         """One request's verify checked `num_draft_tokens` drafts and accepted its first
@@ -174,11 +186,44 @@ class ModelRunner:
         if not reqs:
             return result
         if self.graphs is not None and self.graphs.can_run(reqs):
-            result = self.graphs.execute(reqs, params, generators, acceptance, result)
-            self._remember_states(reqs, {r: len(t) - 1 for r, t in result.sampled.items()})
-            result.drafts = self._adjust_drafts(reqs, {r: len(t) - 1 for r, t in result.sampled.items()},
-                                                result.drafts)
-            return result
+            return self._execute_captured(reqs, params, generators, acceptance)
+        decode, rest = self.graphs.split(reqs) if self.graphs is not None else ([], reqs)
+        if decode:
+            return self._execute_split(decode, rest, params, generators, acceptance)
+        return self._execute_eager(reqs, params, generators, acceptance)
+
+    def _execute_captured(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
+        """A uniform decode step on the captured graphs, waited for."""
+        result = self.graphs.execute(reqs, params, generators, acceptance, StepResult())
+        return self._finish_captured(reqs, result)
+
+    def _finish_captured(self, reqs: list[ScheduledRequest], result: StepResult) -> StepResult:
+        accepted = {r: len(t) - 1 for r, t in result.sampled.items()}
+        self._remember_states(reqs, accepted)
+        result.drafts = self._adjust_drafts(reqs, accepted, result.drafts)
+        return result
+
+    def _execute_split(self, decode: list[ScheduledRequest], rest: list[ScheduledRequest], params, generators,
+                       acceptance) -> StepResult:
+        """A mixed step as two passes: its decode rows on the captured graphs, its prompt chunks
+        eagerly. The passes touch disjoint sequences (their own blocks and state slots), so each
+        sequence's result is what one pass over all of them gives. A one-sync decode part is
+        enqueued first and read last: the device runs it while the host launches the eager pass.
+        Either way the eager part's results are taken first, then the decode rows'."""
+        graphs = self.graphs
+        launched = graphs.launch(decode, None, acceptance) if graphs.runs_one_sync(decode, params, acceptance) else None
+        result = self._execute_eager(rest, params, generators, acceptance)
+        if launched is not None:
+            captured = self._finish_captured(decode, graphs.collect(launched, StepResult()))
+        else:
+            captured = self._execute_captured(decode, params, generators, acceptance)
+        result.absorb(captured)
+        return result
+
+    def _execute_eager(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
+        """The torch reference path: one flat forward pass over every scheduled input, verified
+        on the host, then the drafter."""
+        result = StepResult()
         # Phase 1: the target over every scheduled input.
         batch = self._target_batch(reqs)
         ids = device_tensor([t if t >= 0 else PAD_TOKEN_ID for sr in reqs for t in sr.token_ids], self.device)

@@ -93,3 +93,53 @@ def test_fixed_shape_path_accepting_drafts_is_lossless(tiny_checkpoints, referen
     stats = llm.engine.stats()
     assert counting.num_steps > 3
     assert stats.num_draft_tokens // 4 < stats.num_accepted_tokens < stats.num_draft_tokens, stats
+
+
+class _Splits:
+    """Counts the mixed steps the runner ran as two passes (wraps DecodeGraphs.split) and the
+    decode rows their captured pass took."""
+
+    def __init__(self, llm):
+        graphs = llm.engine.runner.graphs
+        self.num_steps = self.num_decode_rows = 0
+        inner = graphs.split
+
+        def split(reqs):
+            decode, rest = inner(reqs)
+            if decode:
+                assert rest and {sr.req_id for sr in decode}.isdisjoint(sr.req_id for sr in rest)
+                assert len(decode) + len(rest) == len(reqs)
+                self.num_steps += 1
+                self.num_decode_rows += len(decode)
+            return decode, rest
+        graphs.split = split
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_mixed_steps_split_into_captured_decode_rows_and_eager_prompts_are_lossless(
+        tiny_checkpoints, reference, k, scripted_runner):
+    """Prompts arrive while others decode (max_num_seqs 4, a 96-token budget): mixed steps run
+    their decode rows on the fixed-shape path and their prompt chunks eagerly, and every accepted
+    prefix length still gives the non-speculative tokens."""
+    target, draft = tiny_checkpoints
+    llm = _llm(target, draft, k, enforce_eager=False)
+    full = {str(i): p + r for i, (p, r) in enumerate(zip(_prompts(), reference))}
+    llm.engine.runner = scripted_runner(llm.engine.runner, full, seed=k)
+    splits = _Splits(llm)
+    assert _tokens(llm) == reference
+    stats = llm.engine.stats()
+    assert splits.num_steps >= 2 and splits.num_decode_rows >= 2, vars(splits)
+    assert stats.num_draft_tokens // 4 < stats.num_accepted_tokens < stats.num_draft_tokens, stats
+
+
+def test_a_mixed_step_counts_its_captured_rows_spec_decode_stats(tiny_checkpoints):
+    """The decode rows of a split step are counted in the step's drafts and accepted tokens as
+    they are in a step run whole (the same totals as the eager engine)."""
+    target, draft = tiny_checkpoints
+    eager, split = _llm(target, draft, 4), _llm(target, draft, 4, enforce_eager=False)
+    splits = _Splits(split)
+    assert _tokens(split) == _tokens(eager)
+    assert splits.num_steps >= 2
+    a, b = eager.engine.stats(), split.engine.stats()
+    assert (b.num_draft_tokens, b.num_accepted_tokens, b.num_accepted_tokens_per_pos) == \
+        (a.num_draft_tokens, a.num_accepted_tokens, a.num_accepted_tokens_per_pos)

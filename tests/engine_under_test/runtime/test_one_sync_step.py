@@ -67,17 +67,19 @@ class _Step:
 
 
 class _Recorder:
-    """Records every graph step of an engine (wraps the two paths of its DecodeGraphs)."""
+    """Records every graph step of an engine, a step run whole or a mixed step's decode rows (wraps
+    the two paths of its DecodeGraphs: a one-sync step's results are read by `collect`)."""
 
     def __init__(self, llm):
         self.graphs = llm.engine.runner.graphs
         self.steps: list[_Step] = []
-        for path in (ONE, TWO):
-            setattr(self.graphs, path, self._wrap(path, getattr(self.graphs, path)))
+        self.graphs.collect = self._wrap(ONE, self.graphs.collect, lambda step: step.reqs)
+        self.graphs._execute_two_syncs = self._wrap(TWO, self.graphs._execute_two_syncs, lambda reqs: reqs)
 
-    def _wrap(self, path, inner):
-        def run(reqs, *args):
-            result = inner(reqs, *args)
+    def _wrap(self, path, inner, reqs_of):
+        def run(first, *args):
+            reqs = reqs_of(first)
+            result = inner(first, *args)
             self.steps.append(self._step(path, reqs, result))
             return result
         return run
