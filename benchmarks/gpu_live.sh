@@ -32,8 +32,9 @@
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens): each step of a
-#                wave, and its eager steps under the profiler, with mixed steps split and then run whole (one eager
-#                pass, --whole-mixed-steps); $OUT/mixed-steps/{split,whole}/mixed-steps.json (needs only install-fw)
+#                wave, and its eager steps under the profiler, as the engine runs them and then as before split
+#                mixed steps and ragged groups (--whole-mixed-steps --equal-length-groups), on one card;
+#                $OUT/mixed-steps/{now,before}/mixed-steps.json (needs only install-fw)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -193,8 +194,8 @@ for step in "$@"; do
       ;;
     mixed-steps)
       wait_engine_tests
-      for how in split whole; do          # mixed steps split (the engine's way) and run whole, on one card
-        flag=(); [ "$how" = whole ] && flag=(--whole-mixed-steps)
+      for how in now before; do          # the engine's way, then mixed steps whole in equal-length groups
+        flag=(); [ "$how" = before ] && flag=(--whole-mixed-steps --equal-length-groups)
         "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps/$how" --waves "${WAVES:-2}" \
           "${flag[@]}" 2>&1 | grep -v "^USDT" | tee "$OUT/mixed-steps-$how.log" | tail -30
       done

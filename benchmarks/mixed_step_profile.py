@@ -10,7 +10,8 @@ engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` t
 step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
 (prompt and decode rows), whether a captured graph ran it (whole, or its decode rows beside an eager
 pass over its prompt chunks: a split mixed step), and the ATen ops it dispatched, eager and in the
-fixed-shape pass (`--whole-mixed-steps` runs mixed steps as one eager pass, to compare).
+fixed-shape pass (`--whole-mixed-steps` runs mixed steps as one eager pass, `--equal-length-groups`
+groups only equal query lengths: each as before, to compare).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
 ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
@@ -194,12 +195,18 @@ def main() -> None:
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--whole-mixed-steps", action="store_true",
                     help="run each mixed step as one eager pass, as before mixed steps were split (to compare)")
+    ap.add_argument("--equal-length-groups", action="store_true",
+                    help="group only sequences of equal query length, as before ragged groups (to compare)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     llm = _build(args)
     eng = llm.engine
     if args.whole_mixed_steps and eng.runner.graphs is not None:
         eng.runner.graphs.split = lambda reqs: ([], list(reqs))
+    if args.equal_length_groups:
+        from engine_under_test.model import forward_batch
+
+        forward_batch._ragged_groups = lambda candidates, lens: []
     print(f"built in {time.perf_counter() - t0:.1f} s ({'tiny' if args.tiny else '2b'} shapes, {args.device})", flush=True)
     result = {"args": {k: str(v) for k, v in vars(args).items()}, "waves": []}
     for w in range(args.waves):

@@ -8,9 +8,11 @@ q_proj, k_proj and v_proj are one GEMM: the row blocks [q_proj; k_proj; v_proj] 
 
 q / k norms, rope and the K/V write into the pool rows of their positions are one call
 (norm_rope.py: one kernel on CUDA); the output gate is `fused_gates.sigmoid_mul`.
-`paged_attention` reads this pass's K/V (already written) from the pool; per
-group of equal query length, gathers each sequence's blocks through its block table and
-runs SDPA with a mask (causal by position, or full for the DFlash drafter's block queries);
+`paged_attention` reads this pass's K/V (already written) from the pool; per group
+(`ForwardBatch.groups`: equal query lengths, or prompt chunks padded to the longest, whose pad
+rows repeat a real query and are never written back), gathers each sequence's blocks through
+its block table and runs SDPA with a mask (causal by position, or full for the DFlash drafter's
+block queries);
 block tables and masks are built once per pass (`ForwardBatch.memo`) and shared by the layers.
 """
 

@@ -20,7 +20,10 @@ last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layo
 through a transposed view as [Hv, Dk, Dv]); one block is one state slot (see ForwardBatch).
 On CUDA (backend "fla") a pass that snapshots several positions runs two kernels that read
 and write the conv and SSM slots in place (gdn_conv_kernel.py, gdn_snapshots.py); other passes
-gather the state, run the kernels and write the saved positions back.
+gather the state, run the kernels and write the saved positions back. A ragged group (prompt
+chunks of several lengths padded to the longest, `ForwardBatch.groups`) gives its pad rows a gate
+and a step size of 0, so the recurrent state after the last pad row is the state after the
+sequence's last input, and reads each sequence's conv state at its own last input.
 """
 
 from __future__ import annotations
@@ -85,8 +88,11 @@ class GatedDeltaNet(nn.Module):
             conv_in = batch.gather(mixed, seqs, qlen)
             if len(groups) == 1:      # NOTE: peak memory: the projection dies with the conv's input copy
                 mixed = a_raw = b_raw = None        # (the gates are computed: no view of it is left)
-            qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states)
+            # a ragged group's conv states are read at each sequence's own last input (a view per position)
+            qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states or slots.ragged)
             del conv_in
+            _save(conv_rows, conv_states, slots, slots.all_states or slots.ragged)     # conv0 is a copy: safe
+            del conv_states           # NOTE: peak memory: a per-position view holds the conv input
             q, k, v = torch.split(qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
             G = len(seqs)
             q = q.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
@@ -94,6 +100,9 @@ class GatedDeltaNet(nn.Module):
             v = v.reshape(G, qlen, self.num_v_heads, self.head_v_dim).contiguous()
             del qkv
             g_grp, beta_grp = batch.gather(g, seqs, qlen), batch.gather(beta, seqs, qlen)
+            if slots.ragged:          # pad rows: gate 0 and step 0 leave the state as it is
+                pad = ~batch.real_mask(seqs, qlen)[..., None]
+                g_grp, beta_grp = g_grp.masked_fill(pad, 0), beta_grp.masked_fill(pad, 0)
             if slots.all_states and backend == "fla":
                 # NOTE: one kernel writes every snapshot into its pool slot (gdn_snapshots.py)
                 from engine_under_test.model.gdn_snapshots import gdn_snapshots
@@ -108,8 +117,7 @@ class GatedDeltaNet(nn.Module):
                 packing = batch.memo(("fla_varlen", G, qlen), lambda: varlen_packing(G, qlen, x.device)) \
                     if chunked else None              # the recurrent kernel takes none
                 o, ssm_states = gated_delta_rule(q, k, v, g_grp, beta_grp, ssm0, slots.all_states, backend, packing)
-                _save(ssm_cache, ssm_states, slots)
-            _save(conv_rows, conv_states, slots)
+                _save(ssm_cache, ssm_states, slots, slots.all_states)
             batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim).to(x.dtype), seqs, qlen)
         if z is None:                                         # projected late: not alive at the kernels' peak
             z = self.in_proj_qkvbaz(x, members=slice(3, 4))[0] if self.in_proj_qkvbaz.fused else self.in_proj_z(x)
@@ -181,6 +189,7 @@ class StateSlots(NamedTuple):
     save_dst: torch.Tensor            # [S]
     dst_grid: torch.Tensor | None     # [G, L] destination per position (all_states only)
     save_grid: torch.Tensor | None    # [G, L] bool: the position is saved
+    ragged: bool = False              # sequences shorter than L, padded (ForwardBatch.is_ragged)
     # a captured verify pass: the snapshot kernels write no state, DeferredStates.commit writes
     # the accepted one (model/deferred_states.py); the torch path ignores it and saves as above
     deferred: Any = None
@@ -192,7 +201,8 @@ def state_slots(batch: ForwardBatch, gid: int, seqs: list[int], qlen: int) -> St
         rows = [(gi, pos, slot) for gi, b in enumerate(seqs)
                 for pos, slot in zip(batch.state_save_positions[b], batch.state_save_slots[gid][b])]
         # NOTE: a pass saving more than the last position's state snapshots every position
-        all_states = any(pos != qlen - 1 for _, pos, _ in rows) or len(rows) > len({r[0] for r in rows})
+        all_states = (any(pos != batch.query_len(seqs[gi]) - 1 for gi, pos, _ in rows)
+                      or len(rows) > len({r[0] for r in rows}))
         fresh = [batch.state_fresh[b] for b in seqs]
         save = device_tensor([[r[i] for r in rows] for i in range(3)], device) if rows else \
             torch.empty(3, 0, dtype=torch.long, device=device)
@@ -206,13 +216,14 @@ def state_slots(batch: ForwardBatch, gid: int, seqs: list[int], qlen: int) -> St
         return StateSlots(src=device_tensor([batch.state_in_slots[gid][b] for b in seqs], device),
                           fresh=device_tensor(fresh, device, torch.bool), any_fresh=any(fresh),
                           all_states=all_states, save_seq=save[0], save_pos=save[1], save_dst=save[2],
-                          dst_grid=dst_grid, save_grid=save_grid)
+                          dst_grid=dst_grid, save_grid=save_grid, ragged=batch.is_ragged(seqs, qlen))
     return batch.memo(("state_slots", gid, tuple(seqs), qlen), build)
 
 
-def _save(cache: torch.Tensor, states: torch.Tensor, slots: StateSlots) -> None:
-    """Write the saved positions' states ([G, L, ...] if all_states else [G, ...]) into `cache`."""
+def _save(cache: torch.Tensor, states: torch.Tensor, slots: StateSlots, per_position: bool) -> None:
+    """Write the saved positions' states ([G, L, ...] if per_position else [G, ...], the state
+    after the last row) into `cache`."""
     if slots.save_dst.numel() == 0:
         return
-    picked = states[slots.save_seq, slots.save_pos] if slots.all_states else states[slots.save_seq]
+    picked = states[slots.save_seq, slots.save_pos] if per_position else states[slots.save_seq]
     cache.index_copy_(0, slots.save_dst, picked.to(cache.dtype))

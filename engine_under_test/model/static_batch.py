@@ -59,6 +59,9 @@ class StaticBatch:
     def covers_all(self, seqs: list[int], query_len: int) -> bool:
         return True
 
+    def is_ragged(self, seqs: list[int], query_len: int) -> bool:
+        return False
+
     def gather(self, x: torch.Tensor, seqs: list[int], query_len: int) -> torch.Tensor:
         return x.unflatten(0, (self._num_seqs, query_len))
 

@@ -6,7 +6,7 @@
 - the whole target on CUDA against the same checkpoint on the CPU (whose torch kernels match
   transformers, test_hf_parity.py): a batched prefill crossing the 64-token chunk, then a
   4-token snapshot pass, logits and saved states, in float32 and in bf16 (against the CPU's
-  own bf16 error).
+  own bf16 error); and a ragged group of four prompt lengths, then decode steps.
 Errors are ||out - ref|| / ||ref||; inputs are drawn fresh from seeded generators.
 """
 
@@ -173,6 +173,21 @@ def test_target_on_cuda_matches_cpu(tiny_checkpoints, dtype):
     print(f"{dtype}: rel err prefill {errs[0]:.2e} snapshot pass {errs[1]:.2e} saved states {errs[2]:.2e} "
           f"(bars {', '.join(f'{b:.2e}' for b in bars)})")
     assert all(e < b for e, b in zip(errs, bars)), (errs, bars)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_ragged_group_on_cuda_matches_cpu(tiny_checkpoints, dtype):
+    """Four prompts of 75 .. 66 tokens as one ragged group padded to 75 (in bf16 fla's chunked call
+    over the pad rows, whose gate and step are 0), then decode steps that read the states saved
+    at each prompt's own last input: logits against the CPU's float32 run, bars as above."""
+    from tests.engine_under_test.model.test_ragged_groups import ragged_pass_logits
+
+    target_dir, _ = tiny_checkpoints
+    ref = ragged_pass_logits(target_dir, "cpu", torch.float32)
+    err = _rel(ragged_pass_logits(target_dir, "cuda", dtype), ref)
+    bar = 1e-4 if dtype == torch.float32 else 1.5 * _rel(ragged_pass_logits(target_dir, "cpu", dtype), ref) + 1e-3
+    print(f"{dtype}: ragged group rel err {err:.2e} (bar {bar:.2e})")
+    assert err < bar, (err, bar)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

@@ -26,12 +26,12 @@ def _rel_err(mine: torch.Tensor, ref: torch.Tensor) -> float:
     return float((mine - ref).abs().max() / ref.abs().max())
 
 
-def _pool(model_dir):
-    cfg = EngineConfig(model=model_dir, max_num_seqs=2, max_model_len=256, max_num_batched_tokens=256,
+def _pool(model_dir, max_num_seqs: int = 2, device: str = "cpu"):
+    cfg = EngineConfig(model=model_dir, max_num_seqs=max_num_seqs, max_model_len=256, max_num_batched_tokens=256,
                        kv_cache_memory_bytes=16 * 2**20, kv_cache_dtype="float32", mamba_cache_dtype="float32")
     plan = plan_memory(cfg, read_target_shape(model_dir), None)
     pool = UnifiedPool(plan.layout)
-    pool.allocate("cpu")
+    pool.allocate(device)
     return pool
 
 
