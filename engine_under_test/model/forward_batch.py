@@ -170,10 +170,10 @@ class ForwardBatch:
 
 
 def _ragged_groups(candidates: list[int], lens: dict[int, int]) -> list[tuple[list[int], int]]:
-    """Ragged groups of `candidates` (longest first): each takes the longest left and then every
-    shorter one whose pad rows keep the group's within MAX_PADDING_FRACTION of its real rows; a
-    group of one length, or of one sequence, is left to the equal-length grouping (returned: only
-    groups that hold two lengths)."""
+    """Ragged groups of `candidates` (longest first): each takes the longest left, then every
+    shorter one whose pad rows keep the group's within MAX_PADDING_FRACTION of its real rows.
+    Only groups of two lengths or more are returned; the others' sequences are left to the
+    equal-length grouping."""
     groups, left = [], list(candidates)
     while left:
         longest = lens[left[0]]
