@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import torch
 
 from engine_under_test.acceptance import AcceptanceModel
-from engine_under_test.model.drafter import DFlashDrafter
+from engine_under_test.model.drafter import DFlashDrafter, draft_layer_name
 from engine_under_test.model.forward_batch import ForwardBatch, device_tensor, slots_for
 from engine_under_test.model.target import Qwen35Target
 from engine_under_test.pool import UnifiedPool
@@ -92,6 +92,7 @@ class ModelRunner:
                              f"block_size - 1 = {drafter.config.block_size - 1}")
         num_draft_layers = drafter.config.num_hidden_layers if drafter is not None else 0
         self.kv, self.state = layer_caches(pool, target.config.layer_types, num_draft_layers)
+        self.draft_gids = sorted({self.kv[draft_layer_name(i)].group_id for i in range(num_draft_layers)})
         self.device = pool.tensor.device
         self.block_size_tokens = pool.layout.block_size_tokens
         self.aux_layer_ids = tuple(drafter.config.target_layer_ids) if drafter is not None else ()
@@ -147,9 +148,13 @@ class ModelRunner:
             ctx_qsl.append(ctx_qsl[-1] + n_ctx)
             for g in tables:
                 tables[g].append(list(sr.block_ids[g]))
-        positions = device_tensor(ctx_pos, self.device)
-        slots = {g: slots_for(t, ctx_qsl, ctx_pos, bs, self.device) for g, t in tables.items()}
-        drafter.write_context(aux[device_tensor(rows, self.device)], positions, slots, self.kv)
+        if len(rows) == batch.query_start_loc[-1]:     # every input accepted (prompt chunks): the pass's own
+            ctx, positions = aux, batch.positions      # rows, positions and slots, no gather
+            slots = {g: batch.slot_mapping(g) for g in self.draft_gids}
+        else:
+            ctx, positions = aux[device_tensor(rows, self.device)], device_tensor(ctx_pos, self.device)
+            slots = {g: slots_for(tables[g], ctx_qsl, ctx_pos, bs, self.device) for g in self.draft_gids}
+        drafter.write_context(ctx, positions, slots, self.kv)
         # query blocks: requests that sampled and whose block table holds p + k + 1 tokens
         q_reqs, q_ids, q_pos, q_qsl = [], [], [], [0]
         for sr in reqs:
