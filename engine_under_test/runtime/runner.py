@@ -136,25 +136,27 @@ class ModelRunner:
             state_save_slots={g: [list(sr.state_block_ids[g][:len(sr.spec_token_ids) + 1]) for sr in reqs]
                               for g in state_groups})
 
-    def _draft(self, reqs: list[ScheduledRequest], batch: ForwardBatch, aux: torch.Tensor,
-               sampled: dict[str, list[int]], accepted: dict[str, int]) -> dict[str, list[int]]:
-        drafter, k, bs = self.drafter, self.k, self.block_size_tokens
-        # context: the accepted inputs of every scheduled request
-        rows, ctx_pos, ctx_qsl, tables = [], [], [0], {g: [] for g in reqs[0].block_ids}
+    def _draft_context(self, reqs: list[ScheduledRequest], batch: ForwardBatch, aux: torch.Tensor,
+                       accepted: dict[str, int]) -> tuple[torch.Tensor, torch.Tensor, dict]:
+        """(residual streams, positions, pool slots by drafter group) of the drafter's context:
+        the accepted inputs of every scheduled request. When every input is accepted (prompt
+        chunks) they are the pass's own rows in order, taken as they are (no gather, no copy)."""
+        rows, ctx_pos, ctx_qsl = [], [], [0]
         for b, sr in enumerate(reqs):
             n_ctx = sr.num_scheduled_tokens - len(sr.spec_token_ids) + accepted.get(sr.req_id, 0)
             rows.extend(range(batch.query_start_loc[b], batch.query_start_loc[b] + n_ctx))
             ctx_pos.extend(range(sr.num_computed_tokens, sr.num_computed_tokens + n_ctx))
             ctx_qsl.append(ctx_qsl[-1] + n_ctx)
-            for g in tables:
-                tables[g].append(list(sr.block_ids[g]))
-        if len(rows) == batch.query_start_loc[-1]:     # every input accepted (prompt chunks): the pass's own
-            ctx, positions = aux, batch.positions      # rows, positions and slots, no gather
-            slots = {g: batch.slot_mapping(g) for g in self.draft_gids}
-        else:
-            ctx, positions = aux[device_tensor(rows, self.device)], device_tensor(ctx_pos, self.device)
-            slots = {g: slots_for(tables[g], ctx_qsl, ctx_pos, bs, self.device) for g in self.draft_gids}
-        drafter.write_context(ctx, positions, slots, self.kv)
+        if len(rows) == batch.query_start_loc[-1]:
+            return aux, batch.positions, {g: batch.slot_mapping(g) for g in self.draft_gids}
+        slots = {g: slots_for([list(sr.block_ids[g]) for sr in reqs], ctx_qsl, ctx_pos, self.block_size_tokens,
+                              self.device) for g in self.draft_gids}
+        return aux[device_tensor(rows, self.device)], device_tensor(ctx_pos, self.device), slots
+
+    def _draft(self, reqs: list[ScheduledRequest], batch: ForwardBatch, aux: torch.Tensor,
+               sampled: dict[str, list[int]], accepted: dict[str, int]) -> dict[str, list[int]]:
+        drafter, k, bs = self.drafter, self.k, self.block_size_tokens
+        drafter.write_context(*self._draft_context(reqs, batch, aux, accepted), self.kv)
         # query blocks: requests that sampled and whose block table holds p + k + 1 tokens
         q_reqs, q_ids, q_pos, q_qsl = [], [], [], [0]
         for sr in reqs:
@@ -173,7 +175,7 @@ class ModelRunner:
         q_batch = ForwardBatch(
             positions=device_tensor(q_pos, self.device), positions_list=q_pos, query_start_loc=q_qsl,
             seq_lens=[q_pos[q_qsl[i]] + k + 1 for i in range(len(q_reqs))],
-            block_tables={g: [list(sr.block_ids[g]) for sr in q_reqs] for g in tables},
+            block_tables={g: [list(sr.block_ids[g]) for sr in q_reqs] for g in reqs[0].block_ids},
             block_size_tokens=bs, causal=False)
         hidden = drafter(device_tensor(q_ids, self.device), q_batch, self.kv)
         mask_rows = device_tensor([q_qsl[i] + 1 + j for i in range(len(q_reqs)) for j in range(k)], self.device)
