@@ -179,6 +179,15 @@ def _profiled_step(eng, args) -> dict:
             "top_kernels": kernels.most_common(args.top)}
 
 
+def _eager_step_line(s: dict) -> str:
+    """One eager step of a plain wave: wall time, tokens, captured decode rows, ATen ops."""
+    decode = s.get("tokens", 0) - s.get("prompt_tokens", 0)
+    captured = f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else ""
+    fixed = s["aten_ops"] - s["eager_aten_ops"]
+    return (f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + {decode} decode tokens{captured}; "
+            f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None)
@@ -214,11 +223,7 @@ def main() -> None:
         result["waves"].append(steps)
         eager = [s for s in steps if not s.get("captured")]
         print(f"wave {w}: {len(steps)} steps, {sum(s['wall_ms'] for s in steps):.1f} ms; eager steps: "
-              + ", ".join(f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + "
-                          f"{s.get('tokens', 0) - s.get('prompt_tokens', 0)} decode tokens"
-                          + (f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else "")
-                          + f"; {s['eager_aten_ops']} ops eager, {s['aten_ops'] - s['eager_aten_ops']} in the fixed-shape pass)"
-                          for s in eager), flush=True)
+              + ", ".join(_eager_step_line(s) for s in eager), flush=True)
     steps = _wave(eng, args, "profiled", profile_eager=True)
     result["profiled"] = steps[:args.eager_steps]
     for i, s in enumerate(steps[:args.eager_steps]):

@@ -191,8 +191,8 @@ def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, pac
     NOTE: g and beta go by keyword: fused_recurrent's fourth and fifth parameters are g and gk.
 
     The chunked kernel runs half-precision prefills of >= CHUNK_MIN_TOKENS (`fla_chunk_inputs`:
-    one packed sequence list, `packing` if the pass built it, q and k normalised here); the fused recurrent kernel runs the rest:
-    decode, float32 (the chunked kernel's dots run in TF32, the recurrent one is IEEE float32
+    one packed sequence list, `packing` if the pass built it, q and k normalised here); the fused
+    recurrent kernel runs the rest: decode, float32 (the chunked kernel's dots run in TF32, the recurrent one is IEEE float32
     throughout) and snapshots, one call per position.
     """
     from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk

@@ -5,8 +5,8 @@ size), and its in-kernel l2norm autotunes per 2048 rows of q / k: a prefill step
 new number of prompts or a new token count compiled and benchmarked kernels on the serving path.
 `fla_chunk_inputs` packs every prefill group into batch 1 with `cu_seqlens` and normalises q and
 k itself; the packing (`cu_seqlens`, `chunk_indices`) is built on the host once per pass, as fla
-would derive it with a stream sync in every layer. Checked on the CPU: the arguments, and `fla_gated_delta_rule`'s chunk path through a
-stand-in of fla's entry point that computes the chunked rule with the engine's torch reference
+would derive it with a stream sync in every layer. Checked on the CPU: the arguments, and
+`fla_gated_delta_rule`'s chunk path through a stand-in of fla's entry point that computes the chunked rule with the engine's torch reference
 per packed sequence, honouring `use_qk_l2norm_in_kernel` (it refuses q / k that are not unit
 rows when the kernel is told not to normalise them).
 """
