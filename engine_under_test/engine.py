@@ -124,8 +124,11 @@ class LLMEngine:
         graphs = not cfg.enforce_eager if cfg.enforce_eager is not None else device.type == "cuda"
         if graphs and self.target.gdn_backend in GRAPH_BACKENDS:
             from engine_under_test.runtime.decode_graphs import capture_sizes
+            from engine_under_test.runtime.prefill_graphs import prefill_buckets
 
             graph_bytes = self.runner.capture_decode_graphs(capture_sizes(cfg.max_num_seqs), cfg.max_model_len)
+            graph_bytes += self.runner.capture_prefill_graphs(prefill_buckets(cfg.max_num_batched_tokens),
+                                                              cfg.max_model_len)
             if self.measured_bytes is not None:
                 self.measured_bytes["cuda_graph_bytes"] = graph_bytes
         mode = (acceptance or {"mode": "model"}).get("mode", "model")

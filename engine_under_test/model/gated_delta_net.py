@@ -170,7 +170,10 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     """The keyword arguments of fla's `chunk_gated_delta_rule` for G sequences of equal length L
     ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` and `chunk_indices`
     (varlen; `packing`, built here when not given), q and k l2-normalised here
-    (`use_qk_l2norm_in_kernel` off).
+    (`use_qk_l2norm_in_kernel` off). One sequence (G = 1) is batch 1 of L tokens with no
+    `cu_seqlens`: fla then derives nothing from one (its chunk offsets are cached by the
+    identity of `cu_seqlens`, and a CUDA graph of the pass would read a cached tensor it does
+    not own).
 
     NOTE: whatever G and L a prefill step brings, fla's kernels see batch 1 and no shape-keyed
     autotune: its cumsum kernel takes the batch size as a compile-time constant and autotunes per
@@ -178,10 +181,12 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     q / k (`NB`); both ran the first time a prefill step brought a new batch size or token
     count, on the serving path (hundreds of ms, in the middle of a measured wave)."""
     G, L = q.shape[:2]
-    if packing is None:
-        packing = varlen_packing(G, L, q.device)
     packed = {name: x.reshape(1, G * L, *x.shape[2:])
               for name, x in (("q", l2norm_float32(q)), ("k", l2norm_float32(k)), ("v", v), ("g", g), ("beta", beta))}
+    if G == 1:
+        return {**packed, "initial_state": state, "use_qk_l2norm_in_kernel": False}
+    if packing is None:
+        packing = varlen_packing(G, L, q.device)
     return {**packed, "initial_state": state, "cu_seqlens": packing.cu_seqlens,
             "chunk_indices": packing.chunk_indices, "use_qk_l2norm_in_kernel": False}
 

@@ -115,7 +115,7 @@ class GatedDeltaNet(nn.Module):
                     ssm0 = torch.where(slots.fresh[:, None, None, None], 0, ssm0)
                 chunked = backend != "torch" and not slots.all_states and qlen >= CHUNK_MIN_TOKENS
                 packing = batch.memo(("fla_varlen", G, qlen), lambda: varlen_packing(G, qlen, x.device)) \
-                    if chunked else None              # the recurrent kernel takes none
+                    if chunked and G > 1 else None    # the recurrent kernel and one sequence take none
                 o, ssm_states = gated_delta_rule(q, k, v, g_grp, beta_grp, ssm0, slots.all_states, backend, packing)
                 _save(ssm_cache, ssm_states, slots, slots.all_states)
             batch.scatter_(core, o.reshape(G * qlen, self.num_v_heads, self.head_v_dim).to(x.dtype), seqs, qlen)

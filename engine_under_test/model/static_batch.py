@@ -11,10 +11,14 @@ buffers without any host list or host-to-device copy:
     block_table[gid] [B, W]         block ids (padding: the null block 0)
     seq_lens       [B]              KV length after the pass (padding: 1)
     state slots    per state group: src [B], fresh [B], dst [B, L], save [B, L]
+    real_mask      [B, L] bool, optional: False marks a pad row (a captured prefill pass,
+                   runtime/prefill_graphs.py: one sequence padded to its bucket)
 
 Padded sequences read and write only the null block 0, which no request owns.
-`paged_attention` sees `is_static` and reads the pool in place (the Triton kernel on CUDA, a
-torch reference that gathers through the same table elsewhere).
+`paged_attention` sees `is_static` and reads the pool in place: on CUDA the Triton kernel for
+queries of at most KERNEL_MAX_QUERY_LEN rows a sequence (decode, verify, the drafter's query
+block; its tiles hold a program's rows), elsewhere and for longer queries (a captured prefill) a
+torch reference that gathers through the same table and runs masked SDPA.
 """
 
 from __future__ import annotations
@@ -24,14 +28,17 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+KERNEL_MAX_QUERY_LEN = 32      # the paged attention kernel's rows a sequence (its tile: query heads x rows)
+
 
 class StaticBatch:
     is_static = True
 
     def __init__(self, num_seqs: int, query_len: int, block_size_tokens: int, causal: bool,
                  positions: torch.Tensor, seq_lens: torch.Tensor, block_tables: dict[int, torch.Tensor],
-                 slots: dict[int, tuple[torch.Tensor, torch.Tensor]]):
+                 slots: dict[int, tuple[torch.Tensor, torch.Tensor]], real_mask: torch.Tensor | None = None):
         self._num_seqs, self.query_len = num_seqs, query_len
+        self._real_mask = real_mask
         self.block_size_tokens, self.causal = block_size_tokens, causal
         self.positions, self.seq_lens_t = positions, seq_lens
         self.block_tables_t, self._slots = block_tables, slots
@@ -62,6 +69,12 @@ class StaticBatch:
     def is_ragged(self, seqs: list[int], query_len: int) -> bool:
         return False
 
+    def real_mask(self, seqs: list[int], query_len: int) -> torch.Tensor:
+        """[B, L] bool: the row is one of its sequence's inputs (given at construction)."""
+        if self._real_mask is None:
+            raise KeyError("static batch: no real-row mask was given (a pass without pad rows)")
+        return self._real_mask
+
     def gather(self, x: torch.Tensor, seqs: list[int], query_len: int) -> torch.Tensor:
         return x.unflatten(0, (self._num_seqs, query_len))
 
@@ -76,7 +89,7 @@ def static_paged_attention(q: torch.Tensor, batch: StaticBatch, k_cache: torch.T
                            group_id: int, scale: float) -> torch.Tensor:
     """q [B * L, H, D] over the pool through the batch's device block table -> [B * L, H, D]."""
     table = batch.block_tables_t[group_id]
-    if q.is_cuda:
+    if q.is_cuda and batch.query_len <= KERNEL_MAX_QUERY_LEN:
         from engine_under_test.model.paged_attention_kernel import paged_attention_in_place
 
         return paged_attention_in_place(q, k_cache, v_cache, table, batch.seq_lens_t,

@@ -27,8 +27,11 @@ With k smaller than the drafter's block_size the first k mask positions are used
 
 With captured graphs (`capture_decode_graphs`) a uniform decode step runs on them whole, and a
 mixed step (decode rows beside prompt chunks) runs as two passes over disjoint sequences: its
-decode rows on the graphs, its prompt chunks through the eager path above (`DecodeGraphs.split`);
-a step's result is the same request by request, and only the prompt chunks are launched op by op.
+decode rows on the graphs, its prompt chunks through the eager path above (`DecodeGraphs.split`).
+With prefill graphs too (`capture_prefill_graphs`), a step, or a mixed step's part past its
+decode rows, that is one request's prompt chunk of at most the largest bucket runs on them
+(`PrefillGraphs.can_run`). A step's result is the same request by request whichever path runs
+it; only what no graph covers is launched op by op.
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ class ModelRunner:
         self.block_size_tokens = pool.layout.block_size_tokens
         self.aux_layer_ids = tuple(drafter.config.target_layer_ids) if drafter is not None else ()
         self.graphs = None            # DecodeGraphs after `capture_decode_graphs`
+        self.prefill_graphs = None    # PrefillGraphs after `capture_prefill_graphs`
         self.state_slot_index: dict[str, int] = {}   # request -> its slot holding the accepted state
 
     def state_index(self, sr: ScheduledRequest) -> int:
@@ -116,6 +120,16 @@ class ModelRunner:
         self.graphs = DecodeGraphs(self, sizes, max_model_len)
         self.graphs.capture()
         return self.graphs.captured_bytes
+
+    def capture_prefill_graphs(self, buckets: tuple[int, ...], max_model_len: int) -> int:
+        """Capture one request's prefill pass at `buckets` tokens (runtime/prefill_graphs.py), in
+        the decode graphs' memory pool when they were captured; returns the bytes capture added
+        to the device allocator (0 off CUDA, where the same fixed-shape body runs eagerly)."""
+        from engine_under_test.runtime.prefill_graphs import PrefillGraphs
+
+        self.prefill_graphs = PrefillGraphs(self, buckets, max_model_len)
+        self.prefill_graphs.capture(self.graphs.captured.pool if self.graphs is not None else None)
+        return self.prefill_graphs.captured_bytes
 
     # -- phase helpers ---------------------------------------------------------------------
     def _target_batch(self, reqs: list[ScheduledRequest]) -> ForwardBatch:
@@ -197,7 +211,7 @@ class ModelRunner:
         decode, rest = self.graphs.split(reqs) if self.graphs is not None else ([], reqs)
         if decode:
             return self._execute_split(decode, rest, params, generators, acceptance)
-        return self._execute_eager(reqs, params, generators, acceptance)
+        return self._execute_rest(reqs, params, generators, acceptance)
 
     def _execute_captured(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
         """A uniform decode step on the captured graphs, waited for."""
@@ -219,12 +233,24 @@ class ModelRunner:
         Either way the eager part's results are taken first, then the decode rows'."""
         graphs = self.graphs
         launched = graphs.launch(decode, None, acceptance) if graphs.runs_one_sync(decode, params, acceptance) else None
-        result = self._execute_eager(rest, params, generators, acceptance)
+        result = self._execute_rest(rest, params, generators, acceptance)
         if launched is not None:
             captured = self._finish_captured(decode, graphs.collect(launched, StepResult()))
         else:
             captured = self._execute_captured(decode, params, generators, acceptance)
         result.absorb(captured)
+        return result
+
+    def _execute_rest(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
+        """What the decode graphs do not run: one request's prompt chunk on the prefill graphs
+        when they take it, else the eager pass."""
+        prefill = self.prefill_graphs
+        if prefill is None or not prefill.can_run(reqs, params):
+            return self._execute_eager(reqs, params, generators, acceptance)
+        result = prefill.collect(prefill.launch(reqs[0]), StepResult())
+        accepted = {sr.req_id: 0 for sr in reqs if result.sampled[sr.req_id]}
+        self._remember_states(reqs, accepted)
+        result.drafts = self._adjust_drafts(reqs, accepted, result.drafts)
         return result
 
     def _execute_eager(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:

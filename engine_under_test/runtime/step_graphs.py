@@ -44,6 +44,7 @@ class CapturedGraphs:
     captured_bytes: int = 0            # the device allocator's reservation added by capture
     captured_device_bytes: int = 0     # device memory capture took, allocator or not (free bytes)
     device_bytes_by_size: dict[int, int] = field(default_factory=dict)   # cumulative, after each size
+    pool: object = None                # the graphs' memory pool handle (CUDA): prefill graphs share it
 
 
 class CaptureMeter:
@@ -72,9 +73,9 @@ def capture_graphs(bodies: StepBodies, buffers: StepBuffers, sizes: tuple[int, .
     if meter is None:
         return CapturedGraphs(by_size={B: SizeGraphs() for B in sizes})
     device = meter.device
-    out = CapturedGraphs()
     buffers.reset()
     pool = torch.cuda.graph_pool_handle()
+    out = CapturedGraphs(pool=pool)
     side = torch.cuda.Stream(device)
     for B in sorted(sizes, reverse=True):
         side.wait_stream(torch.cuda.current_stream(device))

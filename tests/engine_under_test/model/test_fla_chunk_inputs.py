@@ -43,9 +43,13 @@ def test_chunk_inputs_are_one_packed_batch_of_unit_rows(G):
     q, k, v, g, beta, s0 = _inputs(G, L)
     args = fla_chunk_inputs(q, k, v, g, beta, s0)
     assert args["use_qk_l2norm_in_kernel"] is False
-    assert args["cu_seqlens"].tolist() == [i * L for i in range(G + 1)]
-    assert args["cu_seqlens"].dtype == torch.long
-    assert args["chunk_indices"].tolist() == [[i, c] for i in range(G) for c in range(2)]   # 70 tokens: 2 chunks
+    if G == 1:      # one sequence: batch 1 of L tokens, nothing for fla to derive (and cache) from cu_seqlens
+        assert "cu_seqlens" not in args and "chunk_indices" not in args
+        assert "cu_seqlens" not in fla_chunk_inputs(q, k, v, g, beta, s0, varlen_packing(1, L, q.device))
+    else:
+        assert args["cu_seqlens"].tolist() == [i * L for i in range(G + 1)]
+        assert args["cu_seqlens"].dtype == torch.long
+        assert args["chunk_indices"].tolist() == [[i, c] for i in range(G) for c in range(2)]   # 70 tokens: 2 chunks
     for name in ("q", "k", "v", "g", "beta"):
         assert args[name].shape[:2] == (1, G * L), name
     assert args["initial_state"] is s0
@@ -92,12 +96,15 @@ def fla_stand_in(monkeypatch):
     packed sequence; records the batch size of every call."""
     calls = []
 
-    def chunk(q, k, v, g, beta, initial_state, output_final_state, cu_seqlens, chunk_indices,
-              use_qk_l2norm_in_kernel):
+    def chunk(q, k, v, g, beta, initial_state, output_final_state, use_qk_l2norm_in_kernel, cu_seqlens=None,
+              chunk_indices=None):
         assert output_final_state
+        if cu_seqlens is None:        # one sequence, fla's plain batch of one
+            assert chunk_indices is None and initial_state.shape[0] == 1
+            cu_seqlens = torch.tensor([0, q.shape[1]])
         bounds = cu_seqlens.tolist()
-        assert chunk_indices.tolist() == [[i, c] for i, (a, b) in enumerate(zip(bounds, bounds[1:]))
-                                          for c in range(-(-(b - a) // FLA_CHUNK_TOKENS))]
+        assert chunk_indices is None or chunk_indices.tolist() == [
+            [i, c] for i, (a, b) in enumerate(zip(bounds, bounds[1:])) for c in range(-(-(b - a) // FLA_CHUNK_TOKENS))]
         calls.append(q.shape[0])
         if q.shape[0] != 1:
             raise AssertionError(f"varlen call with batch {q.shape[0]}")
