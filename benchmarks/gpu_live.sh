@@ -31,10 +31,11 @@
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
-#   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens): each step of a
-#                wave, and its eager steps under the profiler, as the engine runs them and then as before split
-#                mixed steps and ragged groups (--whole-mixed-steps --equal-length-groups), on one card;
-#                $OUT/mixed-steps/{now,before}/mixed-steps.json (needs only install-fw)
+#   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens, then c = 1):
+#                each step of a wave, and its eager steps under the profiler, as the engine runs them and then as
+#                before split mixed steps, ragged groups and prefill graphs (--whole-mixed-steps
+#                --equal-length-groups --eager-prefill), on one card; $OUT/mixed-steps/{now,before,c1-now,c1-before}/
+#                mixed-steps.json (needs only install-fw)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -70,6 +71,7 @@ trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
 ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py
+              tests/engine_under_test/runtime/test_gpu_prefill_graphs.py
               tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
 wait_engine_tests() { local pid; pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
@@ -194,8 +196,11 @@ for step in "$@"; do
       ;;
     mixed-steps)
       wait_engine_tests
-      for how in now before; do          # the engine's way, then mixed steps whole in equal-length groups
-        flag=(); [ "$how" = before ] && flag=(--whole-mixed-steps --equal-length-groups)
+      # the engine's way, then as before (mixed steps whole, equal-length groups, every prompt chunk eager);
+      # c = 32 (the wave of 32 prompts) and c = 1 (one prompt's prefill: the first token)
+      for how in now before c1-now c1-before; do
+        flag=(); case $how in before) flag=(--whole-mixed-steps --equal-length-groups --eager-prefill);;
+                              c1-now) flag=(--concurrency 1);; c1-before) flag=(--concurrency 1 --eager-prefill);; esac
         "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps/$how" --waves "${WAVES:-2}" \
           "${flag[@]}" 2>&1 | grep -v "^USDT" | tee "$OUT/mixed-steps-$how.log" | tail -30
       done

@@ -4,14 +4,16 @@
     python benchmarks/mixed_step_profile.py --tiny --device cpu    # the script itself, on a CPU
 
 The served ladder's c = 32 rung sends 32 prompts of 512 tokens at once; with a step budget of 8,192
-tokens the engine prefills them over two mixed steps and a short third one, run eagerly (no captured
-graph covers a prefill), before the captured decode steps. This runs that wave in-process on the
+tokens the engine prefills them over two mixed steps and a short third one (the first two eager, the
+third's one prompt chunk on a prefill graph), before the captured decode steps. This runs that wave in-process on the
 engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` times and prints, per
 step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
 (prompt and decode rows), whether a captured graph ran it (whole, or its decode rows beside an eager
-pass over its prompt chunks: a split mixed step), and the ATen ops it dispatched, eager and in the
-fixed-shape pass (`--whole-mixed-steps` runs mixed steps as one eager pass, `--equal-length-groups`
-groups only equal query lengths: each as before, to compare).
+pass over its prompt chunks: a split mixed step; a prompt chunk of one request on a prefill graph),
+and the ATen ops it dispatched, eager and in the fixed-shape passes (`--whole-mixed-steps` runs mixed
+steps as one eager pass, `--equal-length-groups` groups only equal query lengths, `--eager-prefill`
+runs every prompt chunk eagerly: each as before, to compare; `--concurrency 1` is one prompt's
+prefill, the c = 1 rung's first token).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
 ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
@@ -77,15 +79,17 @@ class _StepLog:
         self.eng, self.rows, self.counter = eng, [], None
         self._execute = eng.runner.execute
         eng.runner.execute = self._wrapped
-        graphs = eng.runner.graphs
-        self._fixed = {}
-        if graphs is not None:
-            for name in ("launch", "_execute_two_syncs"):
-                self._fixed[name] = getattr(graphs, name)
-                setattr(graphs, name, self._marking(self._fixed[name]))
+        graphs, prefill = eng.runner.graphs, eng.runner.prefill_graphs
+        self._fixed = {}                   # (object, method name) -> the method
+        self.prefill_passes = 0            # passes the prefill graphs ran (runtime/prefill_graphs.py)
+        for obj, name in ((graphs, "launch"), (graphs, "_execute_two_syncs"), (prefill, "launch")):
+            if obj is not None:
+                self._fixed[(obj, name)] = getattr(obj, name)
+                setattr(obj, name, self._marking(self._fixed[(obj, name)], prefill=obj is prefill))
 
-    def _marking(self, fn):
+    def _marking(self, fn, prefill: bool = False):
         def wrapped(*a, **kw):
+            self.prefill_passes += prefill
             counter = self.counter
             if counter is None:
                 return fn(*a, **kw)
@@ -98,8 +102,8 @@ class _StepLog:
 
     def restore(self) -> None:
         self.eng.runner.execute = self._execute
-        for name in self._fixed:
-            delattr(self.eng.runner.graphs, name)        # the class's method again
+        for obj, name in self._fixed:
+            delattr(obj, name)             # the class's method again
 
     def _wrapped(self, out, *a, **kw):
         reqs = [sr for sr in out.scheduled if sr.num_scheduled_tokens > 0]
@@ -107,9 +111,13 @@ class _StepLog:
         prompt = sum(sr.num_scheduled_tokens for sr in reqs if not sr.spec_token_ids)    # decode rows verify drafts
         whole = bool(graphs is not None and reqs and graphs.can_run(reqs))
         split = 0 if whole or graphs is None or not reqs else len(graphs.split(reqs)[0])
-        self.rows.append({"tokens": sum(sr.num_scheduled_tokens for sr in reqs), "prompt_tokens": prompt,
-                          "rows": len(reqs), "captured": whole, "captured_rows_beside_eager": split})
-        return self._execute(out, *a, **kw)
+        row = {"tokens": sum(sr.num_scheduled_tokens for sr in reqs), "prompt_tokens": prompt,
+               "rows": len(reqs), "captured": whole, "captured_rows_beside_eager": split}
+        self.rows.append(row)
+        before = self.prefill_passes
+        result = self._execute(out, *a, **kw)
+        row["prefill_captured"] = self.prefill_passes > before     # its prompt chunk was one graph replay
+        return result
 
 
 def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
@@ -183,6 +191,7 @@ def _eager_step_line(s: dict) -> str:
     """One eager step of a plain wave: wall time, tokens, captured decode rows, ATen ops."""
     decode = s.get("tokens", 0) - s.get("prompt_tokens", 0)
     captured = f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else ""
+    captured += ", its prompt chunk on a prefill graph" if s.get("prefill_captured") else ""
     fixed = s["aten_ops"] - s["eager_aten_ops"]
     return (f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + {decode} decode tokens{captured}; "
             f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass)")
@@ -206,6 +215,8 @@ def main() -> None:
                     help="run each mixed step as one eager pass, as before mixed steps were split (to compare)")
     ap.add_argument("--equal-length-groups", action="store_true",
                     help="group only sequences of equal query length, as before ragged groups (to compare)")
+    ap.add_argument("--eager-prefill", action="store_true",
+                    help="run every prompt chunk eagerly, as before the prefill graphs (to compare)")
     args = ap.parse_args()
     t0 = time.perf_counter()
     llm = _build(args)
@@ -216,6 +227,8 @@ def main() -> None:
         from engine_under_test.model import forward_batch
 
         forward_batch._ragged_groups = lambda candidates, lens: []
+    if args.eager_prefill and eng.runner.prefill_graphs is not None:
+        eng.runner.prefill_graphs.enabled = False
     print(f"built in {time.perf_counter() - t0:.1f} s ({'tiny' if args.tiny else '2b'} shapes, {args.device})", flush=True)
     result = {"args": {k: str(v) for k, v in vars(args).items()}, "waves": []}
     for w in range(args.waves):

@@ -121,16 +121,17 @@ class LLMEngine:
         self.measured_bytes: dict[str, int] | None = None if before is None else {
             "pool_bytes": after_pool - before, "weights_bytes": after_weights - after_pool}
         self.runner = ModelRunner(self.target, self.drafter, self.plan.pool, cfg.num_speculative_tokens)
+        self.prefill_graphs_failure: str | None = None    # why the prefill graphs were not captured, if they failed
         graphs = not cfg.enforce_eager if cfg.enforce_eager is not None else device.type == "cuda"
         if graphs and self.target.gdn_backend in GRAPH_BACKENDS:
             from engine_under_test.runtime.decode_graphs import capture_sizes
             from engine_under_test.runtime.prefill_graphs import prefill_buckets
 
             graph_bytes = self.runner.capture_decode_graphs(capture_sizes(cfg.max_num_seqs), cfg.max_model_len)
-            graph_bytes += self.runner.capture_prefill_graphs(prefill_buckets(cfg.max_num_batched_tokens),
-                                                              cfg.max_model_len)
+            prefill_bytes = self._capture_prefill_graphs(prefill_buckets(cfg.max_num_batched_tokens))
             if self.measured_bytes is not None:
-                self.measured_bytes["cuda_graph_bytes"] = graph_bytes
+                self.measured_bytes["cuda_graph_bytes"] = graph_bytes + prefill_bytes
+                self.measured_bytes["prefill_graph_bytes"] = prefill_bytes
         mode = (acceptance or {"mode": "model"}).get("mode", "model")
         self.acceptance = (None if mode == "model" or spec is None
                            else AcceptanceModel.from_spec(acceptance, cfg.num_speculative_tokens, seed))
@@ -143,6 +144,17 @@ class LLMEngine:
         self._stats = EngineStats(pool_num_blocks=self.plan.memory.layout.num_blocks,
                                   pool_bytes=self.plan.memory.layout.total_bytes,
                                   num_accepted_tokens_per_pos=[0] * self.runner.k)
+
+    def _capture_prefill_graphs(self, buckets: tuple[int, ...]) -> int:
+        """The prefill graphs (runtime/prefill_graphs.py); the bytes their capture added. A capture
+        that fails leaves every prompt chunk to the eager pass (the engine still serves, as it
+        did before them) and says why in `prefill_graphs_failure` (the server prints it)."""
+        try:
+            return self.runner.capture_prefill_graphs(buckets, self.cfg.max_model_len)
+        except RuntimeError as exc:
+            self.runner.prefill_graphs = None
+            self.prefill_graphs_failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return 0
 
     # -- requests ---------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt_token_ids: list[int], sampling_params: SamplingParams) -> None:

@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None, wrap_engine: Callable[[Any], Any] | None
         print(f"{PREFIX} graphs: sizes={','.join(map(str, graphs.sizes))} allocator_bytes={graphs.captured_bytes} "
               f"device_bytes={graphs.captured_device_bytes} device_bytes_by_size="
               + ",".join(f"{b}:{n}" for b, n in sorted(graphs.device_bytes_by_size.items())), flush=True)
+    prefill = engine.runner.prefill_graphs
+    if prefill is not None and prefill.captured_bytes:
+        print(f"{PREFIX} prefill graphs: buckets={','.join(map(str, prefill.buckets))} "
+              f"allocator_bytes={prefill.captured_bytes}", flush=True)
+    if engine.prefill_graphs_failure:
+        print(f"{PREFIX} prefill graphs: not captured, prompt chunks run eagerly ({engine.prefill_graphs_failure})",
+              file=sys.stderr, flush=True)
     loop = EngineLoop(engine, engine_stats)
     api = ApiServer(loop, args.served_model_name, engine.cfg.max_model_len, plan.target.vocab_size)
     aio = asyncio.new_event_loop()

@@ -204,3 +204,31 @@ def test_prefill_graphs_are_lossless_with_scripted_drafts(tiny_checkpoints, refe
     assert outs == reference
     assert runner.prefill_graphs.num_passes == 5          # four prompts, one of them in two chunks
     assert llm.engine.stats().num_accepted_tokens > 0     # the scripted drafts were taken
+
+
+def test_a_sampling_request_samples_its_first_token_on_the_host(tiny_checkpoints):
+    # its first chunk (nothing sampled) may run on the graphs; the chunk that samples runs eagerly,
+    # where the seeded sampler draws from the logits, so both engines draw the same tokens
+    target, draft = tiny_checkpoints
+    outs = []
+    for enabled in (True, False):
+        llm = _llm(target, draft, 4)
+        llm.engine.runner.prefill_graphs.enabled = enabled
+        params = SamplingParams(max_tokens=8, temperature=0.8, seed=3, ignore_eos=True)
+        outs.append(llm.generate([_prompt(150, 8)], [params])[0].output_token_ids)
+        assert llm.engine.runner.prefill_graphs.num_passes == (1 if enabled else 0)
+    assert outs[0] == outs[1]
+
+
+def test_a_failed_prefill_capture_leaves_prompt_chunks_to_the_eager_pass(tiny_checkpoints, reference, monkeypatch):
+    # a capture that raises (a CUDA error while recording) does not stop the engine: it says why and
+    # runs every prompt chunk eagerly, with the same tokens
+    def fail(self, pool=None):
+        raise RuntimeError("operation not permitted when stream is capturing\nsecond line")
+    monkeypatch.setattr(PrefillGraphs, "capture", fail)
+    target, draft = tiny_checkpoints
+    llm = _llm(target, draft, 4)
+    assert llm.engine.runner.prefill_graphs is None
+    assert llm.engine.prefill_graphs_failure == "RuntimeError: operation not permitted when stream is capturing"
+    assert _outputs(llm, together=False) == reference
+    assert llm.engine.runner.graphs is not None          # the decode graphs still run the decode steps

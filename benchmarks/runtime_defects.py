@@ -1,0 +1,109 @@
+"""Defective reference engines for the runtime's own tests: each test file below must fail on each
+of its defects (not a CI gate; a check of the checks, run by hand after changing them).
+
+Usage:
+    .venv/bin/python benchmarks/runtime_defects.py            # every defect
+    .venv/bin/python benchmarks/runtime_defects.py -k prefill # the defects whose name holds "prefill"
+
+Contract: for each defect (a named edit of one engine file: a snippet and what replaces it, with
+the number of times the snippet occurs) the tracked files of the checkout are copied to a
+temporary folder, the edit is applied there (the checkout is never touched), and the defect's
+tests run from the copy (`PYTHONPATH` first, so the copy's engine is the one imported). A line
+per defect: its name and pytest's summary. Exit status 1 when a defect's tests pass (the
+defect survives) or a snippet is not found as often as stated (the table is stale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import NamedTuple
+
+REPO = Path(__file__).resolve().parents[1]
+PREFILL_TESTS = ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)
+RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
+
+
+class Defect(NamedTuple):
+    name: str
+    path: str
+    snippet: str
+    replacement: str
+    count: int
+    tests: tuple[str, ...]
+
+
+DEFECTS = (
+    Defect("prefill: pad rows keep their gate and step size", "engine_under_test/runtime/prefill_bodies.py",
+           "ragged=True))", "ragged=False))", 1, PREFILL_TESTS),
+    Defect("prefill: the conv state read at the last pad row", "engine_under_test/runtime/prefill_bodies.py",
+           "save_pos=last,", "save_pos=torch.full_like(last, S - 1),", 1, PREFILL_TESTS),
+    Defect("prefill: pad rows write their K/V through the block table", "engine_under_test/runtime/prefill_fills.py",
+           'vals[f"blk{g}"] = np.where(real != 0, table[pos // bs], 0)', 'vals[f"blk{g}"] = table[pos // bs]', 1,
+           PREFILL_TESTS),
+    Defect("prefill: drafts after a chunk that does not end its prompt", "engine_under_test/runtime/prefill_fills.py",
+           "drafting = not sr.is_prefill_chunk and", "drafting =", 1, PREFILL_TESTS),
+    Defect("prefill: the query block not opened by the pass's token", "engine_under_test/runtime/prefill_bodies.py",
+           'd.view("q_ids")[:1].copy_(buf.tokens.argmax[:1])', "pass", 1, PREFILL_TESTS),
+    Defect("prefill: the logits of the last row, not of the last input", "engine_under_test/runtime/prefill_bodies.py",
+           "hidden.index_select(0, last)", "hidden[S - 1:S]", 1, PREFILL_TESTS),
+    Defect("prefill: a new prompt reads its slot's old state", "engine_under_test/runtime/prefill_bodies.py",
+           'fresh=m.view(f"fresh{s}") != 0', 'fresh=m.view(f"fresh{s}") < 0', 1, PREFILL_TESTS),
+    Defect("prefill: a sampling request's token taken as the argmax", "engine_under_test/runtime/prefill_graphs.py",
+           "if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:", "if False:", 1,
+           ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)),
+    Defect("ragged group: no zero gate on pad rows", "engine_under_test/model/linear_attention.py",
+           "if slots.ragged:          # pad rows", "if False:          # pad rows", 1, RAGGED_TESTS),
+    Defect("ragged group: the conv state read after the pad rows", "engine_under_test/model/linear_attention.py",
+           "slots.all_states or slots.ragged", "slots.all_states", 2, RAGGED_TESTS),
+    Defect("ragged group: pad rows written back", "engine_under_test/model/forward_batch.py",
+           "elif self.is_ragged(seqs, query_len):", "elif False:", 1, RAGGED_TESTS),
+)
+
+
+def run(defect: Defect, tree: Path) -> tuple[bool, str]:
+    """(the defect's tests failed, pytest's summary line) with the defect applied in `tree`."""
+    target = tree / defect.path
+    original = target.read_text()
+    found = original.count(defect.snippet)
+    if found != defect.count:
+        return False, f"STALE: the snippet occurs {found} times in {defect.path}, the table says {defect.count}"
+    target.write_text(original.replace(defect.snippet, defect.replacement))
+    try:
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                               *defect.tests], cwd=tree, env=env, capture_output=True, text=True)
+    finally:
+        target.write_text(original)
+    lines = [ln for ln in proc.stdout.splitlines() if " passed" in ln or " failed" in ln or " error" in ln]
+    return proc.returncode != 0, lines[-1] if lines else proc.stdout[-300:]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("-k", default="", help="only the defects whose name holds this text")
+    args = ap.parse_args()
+    chosen = [d for d in DEFECTS if args.k in d.name]
+    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    survived = 0
+    with tempfile.TemporaryDirectory(prefix="runtime-defects-") as tmp:
+        tree = Path(tmp)
+        for f in files:
+            if (REPO / f).is_file():
+                (tree / f).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(REPO / f, tree / f)
+        for i, defect in enumerate(chosen, 1):
+            killed, summary = run(defect, tree)
+            survived += not killed
+            print(f"[{i}/{len(chosen)}] {'killed  ' if killed else 'SURVIVED'} {defect.name}: {summary}", flush=True)
+    print(f"{len(chosen) - survived} of {len(chosen)} defects fail their tests")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""On CUDA: the captured prefill pass (runtime/prefill_graphs.py) is captured, replayed, and
+computes what the eager pass computes.
+
+- Tiny shapes, float32 with TF32 off (exact greedy tokens, as test_gpu_lossless.py): every bucket
+  holds a graph, and greedy speculative output with prompts one at a time (each prefilled by a
+  replay, a 150-token prompt in two chunks) and together equals the eager non-speculative
+  output, with the real drafter and with scripted drafts (every accepted-prefix length).
+- The 2b shapes in bf16 (seeded dummy weights), one 500-token prompt (bucket 512, 12 pad rows
+  through fla's chunked kernel): after the pass every block but the null block holds what the
+  eager pass wrote (K/V, recurrent and conv states, the drafter's context), within bf16's
+  rounding (relative error per layer).
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import pytest
+import torch
+
+from conformance.paths import MODELS_DIR
+from engine_under_test.llm import LLM, SamplingParams
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+PROMPTS = ((70, 1), (150, 2), (23, 3), (5, 4))
+OUTPUTS = (12, 10, 30, 9)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ieee_float32():
+    pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def _prompt(n: int, seed: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(2, 1000) for _ in range(n)]
+
+
+def _params():
+    return [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in OUTPUTS]
+
+
+def _tiny(target, draft=None, k=0):
+    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": k} if draft else None
+    return LLM(target, spec, max_num_seqs=4, max_model_len=256, max_num_batched_tokens=96, device="cuda",
+               dtype="float32", kv_cache_memory_bytes=12 * 2**20)
+
+
+def _outputs(llm, together: bool) -> list[list[int]]:
+    prompts = [_prompt(n, seed) for n, seed in PROMPTS]
+    if together:
+        return [o.output_token_ids for o in llm.generate(prompts, _params())]
+    return [llm.generate([p], [s])[0].output_token_ids for p, s in zip(prompts, _params())]
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_checkpoints):
+    return _outputs(_tiny(tiny_checkpoints[0]), together=True)
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_prefill_graphs_are_captured_and_lossless_on_cuda(tiny_checkpoints, reference, k):
+    target, draft = tiny_checkpoints
+    llm = _tiny(target, draft, k)
+    prefill = llm.engine.runner.prefill_graphs
+    assert prefill.buckets == (64, 96)
+    assert all(isinstance(g, torch.cuda.CUDAGraph) for g in prefill.graphs.values())
+    assert _outputs(llm, together=False) == reference
+    assert prefill.num_passes == 5                  # four prompts, one of them in two chunks
+    assert _outputs(llm, together=True) == reference
+
+
+@pytest.mark.parametrize("k", [4, 8])
+def test_prefill_graphs_accepting_drafts_are_lossless_on_cuda(tiny_checkpoints, reference, scripted_runner, k):
+    target, draft = tiny_checkpoints
+    llm = _tiny(target, draft, k)
+    prompts = [_prompt(n, seed) for n, seed in PROMPTS]
+    runner = scripted_runner(llm.engine.runner, {str(i): p + r for i, (p, r) in enumerate(zip(prompts, reference))},
+                             seed=k)
+    llm.engine.runner = runner
+    outs = []
+    for i, (p, s) in enumerate(zip(prompts, _params())):
+        llm.engine.add_request(str(i), p, s)
+        while llm.engine.has_unfinished_requests():
+            outs.extend(list(o.output_token_ids) for o in llm.engine.step() if o.finished)
+    assert outs == reference
+    assert runner.prefill_graphs.num_passes == 5
+    stats = llm.engine.stats()
+    assert stats.num_draft_tokens // 4 < stats.num_accepted_tokens < stats.num_draft_tokens, stats
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+
+
+def test_a_2b_prefill_replay_leaves_the_eager_pool():
+    target, draft = MODELS_DIR / "qwen35-2b-shaped", MODELS_DIR / "qwen35-2b-dflash-shaped"
+    spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": 8}
+    engines = []
+    for enabled in (True, False):
+        llm = LLM(target, spec, max_num_seqs=4, max_model_len=1024, max_num_batched_tokens=1024, device="cuda",
+                  load_format="dummy", kv_cache_memory_bytes=2 * 2**30)
+        llm.engine.runner.prefill_graphs.enabled = enabled
+        llm.engine.add_request("r", _prompt(500, 9), SamplingParams(max_tokens=4, temperature=0, ignore_eos=True))
+        llm.engine.step()
+        engines.append(llm)
+    on, off = (e.engine.runner for e in engines)
+    assert on.prefill_graphs.num_passes == 1 and off.prefill_graphs.num_passes == 0
+    assert on.prefill_graphs.graphs[512] is not None
+    for name, cache in {**on.kv, **on.state}.items():
+        other = {**off.kv, **off.state}[name]
+        for a, b in ((cache.first, other.first), (cache.second, other.second)):
+            assert (b[1:] != 0).any(), name
+            assert _rel(a[1:], b[1:]) < 2e-2, (name, _rel(a[1:], b[1:]))
