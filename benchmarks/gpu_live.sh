@@ -30,7 +30,8 @@
 #                and of its kernels (fla's packed chunked call among them)
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
-#                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does)
+#                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does); with
+#                THEN_MIXED_STEPS=1 the same job runs mixed-steps after the tests (log $OUT/mixed-steps-bg.log)
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens, then c = 1):
 #                each step of a wave, and its eager steps under the profiler, as the engine runs them and then as
 #                before split mixed steps, ragged groups and prefill graphs (--whole-mixed-steps
@@ -66,7 +67,7 @@ for f in out.rglob("*"):
         f.write_bytes(b.replace(repo, b"&lt;repo&gt;" if f.suffix == ".html" else b"<repo>"))
 PY
                  tar czf "$RESULTS/gpu-live.tgz" -C /tmp/gpu-out-packed .; }
-trap pack_results EXIT
+[ -n "${IN_ENGINE_TESTS_JOB:-}" ] || trap pack_results EXIT     # a step inside the background job: the caller packs
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
@@ -74,7 +75,8 @@ ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engin
               tests/engine_under_test/runtime/test_gpu_prefill_graphs.py
               tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
-wait_engine_tests() { local pid; pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
+wait_engine_tests() { local pid; [ -n "${IN_ENGINE_TESTS_JOB:-}" ] && return 0     # the job itself: nothing to wait for
+                      pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
                       while kill -0 "$pid" 2>/dev/null; do sleep 2; done; }
 # the installed oracle packs, as options (read again before each step: an install step adds one)
 oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
@@ -180,8 +182,10 @@ for step in "$@"; do
     engine-tests-bg)
       rm -rf /tmp/engine-tests-tree && mkdir -p /tmp/engine-tests-tree
       tar cf - --exclude=./.pieces --exclude=./.git . | tar xf - -C /tmp/engine-tests-tree
+      then_mixed=""      # THEN_MIXED_STEPS=1: the mixed-steps profiles after the tests, in the same job (the card is idle otherwise)
+      [ "${THEN_MIXED_STEPS:-0}" = 1 ] && then_mixed="; IN_ENGINE_TESTS_JOB=1 bash benchmarks/gpu_live.sh /tmp/res-mixed mixed-steps > $OUT/mixed-steps-bg.log 2>&1"
       setsid bash -c "cd /tmp/engine-tests-tree && PYTHONPATH=/tmp/engine-tests-tree:/tmp/fw-site timeout -s INT -k 30 540 python3 -m pytest ${ENGINE_TESTS[*]} \
-          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc" \
+          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc$then_mixed" \
           < /dev/null > /dev/null 2>&1 &
       echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
       ;;

@@ -17,7 +17,9 @@ prefill, the c = 1 rung's first token).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
 ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
-launches). Tables go to stdout and DIR/mixed-steps.json.
+launches). On CUDA each step also records the allocator's peak of live tensors above the step's start
+(its activations: what `memory/planner.py` `activation_bytes` estimates) and how much its reservation
+grew (what the process's footprint grows by). Tables go to stdout and DIR/mixed-steps.json.
 """
 
 from __future__ import annotations
@@ -68,6 +70,24 @@ def _build(args) -> LLM:
 def _sync(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
+
+
+def _memory_mark(device: str) -> tuple[int, int] | None:
+    """(allocated, reserved) bytes before a step, its peak counter reset (CUDA; None elsewhere)."""
+    if device != "cuda":
+        return None
+    torch.cuda.reset_peak_memory_stats()
+    return torch.cuda.memory_allocated(), torch.cuda.memory_reserved()
+
+
+def _memory_since(device: str, mark: tuple[int, int] | None) -> dict:
+    """What a step took above its start: the allocator's peak of live tensors (its activations),
+    and the growth of its reservation (cached segments, fragmentation included), in MiB."""
+    if mark is None:
+        return {}
+    return {"peak_allocated_mib": (torch.cuda.max_memory_allocated() - mark[0]) / 2**20,
+            "reserved_growth_mib": (torch.cuda.memory_reserved() - mark[1]) / 2**20,
+            "reserved_mib": torch.cuda.memory_reserved() / 2**20}
 
 
 class _StepLog:
@@ -131,6 +151,7 @@ def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
         while eng.has_unfinished_requests():
             _sync(args.device)
             count = _OpCount()
+            mark = _memory_mark(args.device)
             t0 = time.perf_counter()
             if profile_eager and len(steps) < args.eager_steps:
                 steps.append(_profiled_step(eng, args))
@@ -141,7 +162,7 @@ def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
                 _sync(args.device)
                 log.counter = None
                 steps.append({"wall_ms": 1e3 * (time.perf_counter() - t0), "aten_ops": count.count,
-                              "eager_aten_ops": count.count - count.fixed})
+                              "eager_aten_ops": count.count - count.fixed, **_memory_since(args.device, mark)})
             steps[-1].update(log.rows[-1] if log.rows else {})
     finally:
         log.restore()
@@ -193,8 +214,10 @@ def _eager_step_line(s: dict) -> str:
     captured = f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else ""
     captured += ", its prompt chunk on a prefill graph" if s.get("prefill_captured") else ""
     fixed = s["aten_ops"] - s["eager_aten_ops"]
+    memory = (f"; peak {s['peak_allocated_mib']:.0f} MiB of activations, reservation +{s['reserved_growth_mib']:.0f} MiB"
+              if "peak_allocated_mib" in s else "")
     return (f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + {decode} decode tokens{captured}; "
-            f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass)")
+            f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass{memory})")
 
 
 def main() -> None:
