@@ -47,10 +47,10 @@ path; the two-sync path replays the same target, commit and drafter graphs and s
 graph (it holds no memory the drafter graph reads). Context rows past the accepted prefix are written
 too: they lie at positions p .. p + k - 1 of the query block, which overwrites them before any
 read. Padded sequences (B > real) and sequences with no room to draft read and write only the
-null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill,
-the CPU and `enforce_eager`; a mixed step runs its decode rows here and its prompt chunks there
-(`split`, two passes over disjoint sequences), so only the prompt chunks' groups are launched
-op by op.
+null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill
+(but one request's chunk of up to 512 tokens: prefill_graphs.py), the CPU and `enforce_eager`; a
+mixed step runs its decode rows here and its prompt chunks there (`split`, two passes over
+disjoint sequences), so only the prompt chunks' groups are launched op by op.
 """
 
 from __future__ import annotations
