@@ -19,6 +19,8 @@
 #   judged       conformance run --live on live-2b-dflash-k8 of $ENGINES (default: reference; e.g. the live
 #                ports of examples/live-port) against vLLM's golden recorded on this card
 #   reference-N  the unchanged reference served N more times on live-2b-dflash-k8 (N = 1..3), each judged
+#   reference-expandable  the reference served once more with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (its
+#                server inherits it): the footprint at c = 32 with fewer split segments; $OUT/reference-expandable/
 #   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
 #                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
 #                compared with vLLM as served in this run on this card; report in $OUT/same-run/
@@ -174,6 +176,13 @@ for step in "$@"; do
         run=$(ls -td /tmp/reports-ref/2* | head -1); mkdir -p "$OUT/reference-$i"
         cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-$i/" 2>/dev/null
       done
+      ;;
+    reference-expandable)      # one ladder of the reference with the caching allocator's expandable segments
+      PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "${T[@]}" python3 -m conformance run --live \
+        --cases live-2b-dflash-k8 --engines reference --out /tmp/reports-exp 2>&1 | tee "$OUT/reference-expandable.log" \
+        | grep -E "live\.|pass:|FAIL|ERROR" | tail -20
+      run=$(ls -td /tmp/reports-exp/2* | head -1); mkdir -p "$OUT/reference-expandable"
+      cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-expandable/" 2>/dev/null
       ;;
     engine-tests)
       "${T[@]}" python3 -m pytest "${ENGINE_TESTS[@]}" -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
