@@ -171,7 +171,7 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` and `chunk_indices`
     (varlen; `packing`, built here when not given), q and k l2-normalised here
     (`use_qk_l2norm_in_kernel` off). One sequence (G = 1) is batch 1 of L tokens with no
-    `cu_seqlens`: fla then derives nothing from one (its chunk offsets are cached by the
+    `cu_seqlens` (a `packing` given is not used): fla then derives nothing from one (its chunk offsets are cached by the
     identity of `cu_seqlens`, and a CUDA graph of the pass would read a cached tensor it does
     not own).
 

@@ -227,10 +227,11 @@ class ModelRunner:
     def _execute_split(self, decode: list[ScheduledRequest], rest: list[ScheduledRequest], params, generators,
                        acceptance) -> StepResult:
         """A mixed step as two passes: its decode rows on the captured graphs, its prompt chunks
-        eagerly. The passes touch disjoint sequences (their own blocks and state slots), so each
-        sequence's result is what one pass over all of them gives. A one-sync decode part is
-        enqueued first and read last: the device runs it while the host launches the eager pass.
-        Either way the eager part's results are taken first, then the decode rows'."""
+        as `_execute_rest` runs them (a prefill graph or eagerly). The passes touch disjoint
+        sequences (their own blocks and state slots), so each sequence's result is what one pass
+        over all of them gives. A one-sync decode part is enqueued first and read last: the
+        device runs it while the host fills or launches the other pass. Either way the prompt
+        chunks' results are taken first, then the decode rows'."""
         graphs = self.graphs
         launched = graphs.launch(decode, None, acceptance) if graphs.runs_one_sync(decode, params, acceptance) else None
         result = self._execute_rest(rest, params, generators, acceptance)
