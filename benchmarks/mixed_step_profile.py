@@ -214,8 +214,8 @@ def _eager_step_line(s: dict) -> str:
     captured = f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else ""
     captured += ", its prompt chunk on a prefill graph" if s.get("prefill_captured") else ""
     fixed = s["aten_ops"] - s["eager_aten_ops"]
-    memory = (f"; peak {s['peak_allocated_mib']:.0f} MiB of activations, reservation +{s['reserved_growth_mib']:.0f} MiB"
-              if "peak_allocated_mib" in s else "")
+    memory = (f"; peak {s['peak_allocated_mib']:.0f} MiB of activations, "
+              f"reservation +{s['reserved_growth_mib']:.0f} MiB" if "peak_allocated_mib" in s else "")
     return (f"{s['wall_ms']:.1f} ms ({s.get('prompt_tokens')} prompt + {decode} decode tokens{captured}; "
             f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass{memory})")
 

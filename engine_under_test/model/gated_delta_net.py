@@ -171,9 +171,9 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     ([G, L, ...] each): one packed batch of G * L tokens with `cu_seqlens` and `chunk_indices`
     (varlen; `packing`, built here when not given), q and k l2-normalised here
     (`use_qk_l2norm_in_kernel` off). One sequence (G = 1) is batch 1 of L tokens with no
-    `cu_seqlens` (a `packing` given is not used): fla then derives nothing from one (its chunk offsets are cached by the
-    identity of `cu_seqlens`, and a CUDA graph of the pass would read a cached tensor it does
-    not own).
+    `cu_seqlens` (a `packing` given is not used): fla then derives nothing from one (its chunk
+    offsets are cached by the identity of `cu_seqlens`, and a CUDA graph of the pass would read
+    a cached tensor it does not own).
 
     NOTE: whatever G and L a prefill step brings, fla's kernels see batch 1 and no shape-keyed
     autotune: its cumsum kernel takes the batch size as a compile-time constant and autotunes per
