@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import gc
+import random
 from pathlib import Path
 
-import random
-
 import pytest
+import torch
 
 from engine_under_test.runtime.runner import ModelRunner
 
 from conformance.paths import MODELS_DIR
+
+
+@pytest.fixture(scope="module")
+def ieee_float32():
+    """The GPU tests' float32 is IEEE (TF32 off) for the module, so greedy tokens and kernel
+    errors compare exactly or to float32's rounding; they need fla-core (skipped without it).
+    Afterwards TF32 is as it was and the module's cached device memory is released."""
+    pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    yield
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 @pytest.fixture(scope="session")

@@ -25,16 +25,9 @@ from engine_under_test.pool import UnifiedPool
 from engine_under_test.runtime.caches import layer_caches
 from engine_under_test.shapes import read_target_shape
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+              pytest.mark.usefixtures("ieee_float32")]
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ieee_float32():
-    pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
 
 
 def _rel(out: torch.Tensor, ref: torch.Tensor) -> float:

@@ -24,21 +24,12 @@ import torch
 from conformance.paths import MODELS_DIR
 from engine_under_test.llm import LLM, SamplingParams
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+              pytest.mark.usefixtures("ieee_float32")]
 
 PROMPT_LENGTHS = (5, 23, 70, 41, 12)
 OUTPUT_LENGTHS = (17, 9, 24, 30, 3)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ieee_float32():
-    pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-    gc.collect()
-    torch.cuda.empty_cache()
 
 
 def _prompts():

@@ -13,7 +13,6 @@ computes what the eager pass computes.
 
 from __future__ import annotations
 
-import gc
 import random
 
 import pytest
@@ -22,21 +21,12 @@ import torch
 from conformance.paths import MODELS_DIR
 from engine_under_test.llm import LLM, SamplingParams
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+              pytest.mark.usefixtures("ieee_float32")]
 
 PROMPTS = ((70, 1), (150, 2), (23, 3), (5, 4))
 OUTPUTS = (12, 10, 30, 9)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ieee_float32():
-    pytest.importorskip("fla", reason="the engine's CUDA kernels need fla-core")
-    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    yield
-    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
-    gc.collect()
-    torch.cuda.empty_cache()
 
 
 def _prompt(n: int, seed: int) -> list[int]:
