@@ -1,5 +1,7 @@
 """Defective reference engines for the runtime's own tests: each test file below must fail on each
-of its defects (not a CI gate; a check of the checks, run by hand after changing them).
+of its defects (not a CI gate; a check of the checks, run by hand after changing them). The
+defects are the runtime's recent paths: the captured prefill pass, split mixed steps, the
+drafter's context of a prompt step, ragged prompt groups.
 
 Usage:
     .venv/bin/python benchmarks/runtime_defects.py            # every defect
@@ -27,6 +29,7 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 PREFILL_TESTS = ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)
 RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
+SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
 
 
 class Defect(NamedTuple):
@@ -57,6 +60,14 @@ DEFECTS = (
     Defect("prefill: a sampling request's token taken as the argmax", "engine_under_test/runtime/prefill_graphs.py",
            "if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:", "if False:", 1,
            ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)),
+    Defect("split mixed step: the captured part's counts dropped", "engine_under_test/runtime/runner.py",
+           "self.observe_verify(req_id, num_draft_tokens, num_accepted_tokens)", "pass", 1, SPLIT_TESTS),
+    Defect("split mixed step: the decode rows run eagerly too", "engine_under_test/runtime/runner.py",
+           "result = self._execute_rest(rest, params, generators, acceptance)",
+           "result = self._execute_eager(decode + rest, params, generators, acceptance)", 1, SPLIT_TESTS),
+    Defect("drafter context: a verify step's rows taken as the pass's own", "engine_under_test/runtime/runner.py",
+           "if len(rows) == batch.query_start_loc[-1]:", "if True:", 1,
+           ("tests/engine_under_test/runtime/test_draft_context.py",)),
     Defect("ragged group: no zero gate on pad rows", "engine_under_test/model/linear_attention.py",
            "if slots.ragged:          # pad rows", "if False:          # pad rows", 1, RAGGED_TESTS),
     Defect("ragged group: the conv state read after the pad rows", "engine_under_test/model/linear_attention.py",
