@@ -1,18 +1,20 @@
 """Defective reference engines for the runtime's own tests: each test file below must fail on each
 of its defects (not a CI gate; a check of the checks, run by hand after changing them). The
-defects are the runtime's recent paths: the captured prefill pass, split mixed steps, the
-drafter's context of a prompt step, ragged prompt groups.
+defects are the runtime's recent paths: the captured prefill pass, host reads in a captured body,
+split mixed steps, the drafter's context of a prompt step, ragged prompt groups.
 
 Usage:
     .venv/bin/python benchmarks/runtime_defects.py            # every defect
     .venv/bin/python benchmarks/runtime_defects.py -k prefill # the defects whose name holds "prefill"
 
 Contract: for each defect (a named edit of one engine file: a snippet and what replaces it, with
-the number of times the snippet occurs) the tracked files of the checkout are copied to a
-temporary folder, the edit is applied there (the checkout is never touched), and the defect's
-tests run from the copy (`PYTHONPATH` first, so the copy's engine is the one imported). A line
-per defect: its name and pytest's summary. Exit status 1 when a defect's tests pass (the
-defect survives) or a snippet is not found as often as stated (the table is stale).
+the number of times the snippet occurs) the checkout's files (tracked, and untracked ones git
+does not ignore: the working tree as it is) are copied to a temporary folder, the edit is applied
+there (the checkout is never touched), and the defect's tests run from the copy (`PYTHONPATH`
+first, so the copy's engine is the one imported). A line
+per defect: its name and pytest's summary. A defect is killed when its tests fail (pytest's exit
+status 1 with failures; no test collected, or a collection error, is not a kill). Exit status 1
+when a defect survives or a snippet is not found as often as stated (the table is stale).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 PREFILL_TESTS = ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)
 RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
 SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
+HOST_READ_TESTS = ("tests/engine_under_test/runtime/test_captured_bodies_read_nothing.py",)
 
 
 class Defect(NamedTuple):
@@ -60,6 +63,12 @@ DEFECTS = (
     Defect("prefill: a sampling request's token taken as the argmax", "engine_under_test/runtime/prefill_graphs.py",
            "if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:", "if False:", 1,
            ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)),
+    Defect("prefill: the last input's row read on the host (the same token, no capture)",
+           "engine_under_test/runtime/prefill_bodies.py", "hidden.index_select(0, last)",
+           "hidden[int(last[0]):int(last[0]) + 1]", 1, HOST_READ_TESTS),
+    Defect("decode step: the acceptance rule picked on the host", "engine_under_test/runtime/step_bodies.py",
+           'accepted = torch.where(m.view("modeled") != 0, modeled, judged)',
+           'accepted = modeled if bool(m.view("modeled")[0]) else judged', 1, HOST_READ_TESTS),
     Defect("split mixed step: the captured part's counts dropped", "engine_under_test/runtime/runner.py",
            "self.observe_verify(req_id, num_draft_tokens, num_accepted_tokens)", "pass", 1, SPLIT_TESTS),
     Defect("split mixed step: the decode rows run eagerly too", "engine_under_test/runtime/runner.py",
@@ -91,8 +100,10 @@ def run(defect: Defect, tree: Path) -> tuple[bool, str]:
                                *defect.tests], cwd=tree, env=env, capture_output=True, text=True)
     finally:
         target.write_text(original)
-    lines = [ln for ln in proc.stdout.splitlines() if " passed" in ln or " failed" in ln or " error" in ln]
-    return proc.returncode != 0, lines[-1] if lines else proc.stdout[-300:]
+    lines = [ln for ln in proc.stdout.splitlines() if " passed" in ln or " failed" in ln or " error" in ln
+             or "no tests ran" in ln]
+    summary = lines[-1] if lines else proc.stdout[-300:]
+    return proc.returncode == 1 and " failed" in summary, summary     # 1: tests failed (not: none ran, an error)
 
 
 def main() -> int:
@@ -100,7 +111,8 @@ def main() -> int:
     ap.add_argument("-k", default="", help="only the defects whose name holds this text")
     args = ap.parse_args()
     chosen = [d for d in DEFECTS if args.k in d.name]
-    files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, text=True, check=True).stdout.split()
     survived = 0
     with tempfile.TemporaryDirectory(prefix="runtime-defects-") as tmp:
         tree = Path(tmp)
