@@ -66,6 +66,8 @@ DEFECTS = (
     Defect("prefill: the last input's row read on the host (the same token, no capture)",
            "engine_under_test/runtime/prefill_bodies.py", "hidden.index_select(0, last)",
            "hidden[int(last[0]):int(last[0]) + 1]", 1, HOST_READ_TESTS),
+    Defect("prefill: a tensor made from host data inside the body", "engine_under_test/runtime/prefill_bodies.py",
+           "save_seq=buf.save_seq,", "save_seq=torch.tensor([0], device=buf.save_seq.device),", 1, HOST_READ_TESTS),
     Defect("decode step: the acceptance rule picked on the host", "engine_under_test/runtime/step_bodies.py",
            'accepted = torch.where(m.view("modeled") != 0, modeled, judged)',
            'accepted = modeled if bool(m.view("modeled")[0]) else judged', 1, HOST_READ_TESTS),

@@ -3,7 +3,8 @@
 A CUDA graph records device work only: a body that reads a device value on the host (`.item()`,
 `int(t)`, `bool(t)`, `.tolist()`, `.numpy()`) or runs an op whose output shape depends on data
 (`nonzero`, `masked_select`, indexing with a boolean mask, `unique`) syncs the stream, which
-fails a capture, or bakes one step's value into every replay. On the card that shows only when
+fails a capture, or bakes one step's value into every replay; a tensor made from host data
+inside a body (`torch.tensor(...)`) is a copy the graph replays from a buffer since freed. On the card that shows only when
 the capture runs; here every body of the decode step (target, verify, commit, chain, draft) and
 of the prefill pass runs eagerly under a dispatch mode that records such ops, on the same code
 the card captures (the CPU's kernels differ only below the engine: fla and the Triton kernels).
@@ -23,7 +24,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from engine_under_test.llm import LLM, SamplingParams
 
 HOST_READ_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique", "_unique2",
-                 "unique_consecutive", "unique_dim", "equal", "is_nonzero"}
+                 "unique_consecutive", "unique_dim", "equal", "is_nonzero",
+                 "lift_fresh", "lift_fresh_copy"}   # torch.tensor(host data): a copy a graph would replay stale
 
 
 HOST_READ_METHODS = ("tolist", "numpy", "item", "__int__", "__float__", "__bool__", "__index__")
@@ -112,5 +114,6 @@ def test_the_recorder_sees_a_host_read(tiny_checkpoints):
     # a body that reads the last input's row on the host, as a capture must not
     prefill = _engine(tiny_checkpoints, 4).runner.prefill_graphs
     last = prefill.buffers.meta.view("last")
-    reads = _reads(lambda: (int(last[0]), last.tolist(), last[last > 0], torch.nonzero(last), bool(last.any())))
-    assert {"__int__", "tolist", "index with a boolean mask", "nonzero", "__bool__"} <= set(reads), reads
+    reads = _reads(lambda: (int(last[0]), last.tolist(), last[last > 0], torch.nonzero(last), bool(last.any()),
+                            last + torch.tensor([1, 2])[:1]))
+    assert {"__int__", "tolist", "index with a boolean mask", "nonzero", "__bool__", "lift_fresh"} <= set(reads), reads
