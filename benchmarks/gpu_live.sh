@@ -37,8 +37,9 @@
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens, then c = 1):
 #                each step of a wave, and its eager steps under the profiler, as the engine runs them and then as
 #                before split mixed steps, ragged groups and prefill graphs (--whole-mixed-steps
-#                --equal-length-groups --eager-prefill), on one card; $OUT/mixed-steps/{now,before,c1-now,c1-before}/
-#                mixed-steps.json (needs only install-fw)
+#                --equal-length-groups --eager-prefill), and a closed-loop wave (two prompts a slot, 128 output
+#                tokens), on one card; $OUT/mixed-steps/{now,before,c1-now,c1-before,closed-loop}/mixed-steps.json
+#                (needs only install-fw)
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -211,9 +212,12 @@ for step in "$@"; do
       wait_engine_tests
       # the engine's way, then as before (mixed steps whole, equal-length groups, every prompt chunk eager);
       # c = 32 (the wave of 32 prompts) and c = 1 (one prompt's prefill: the first token)
-      for how in now before c1-now c1-before; do
+      # closed-loop: each slot's second prompt sent when its first finishes, 128 output tokens (the ladder's
+      # steady state: how many steps hold several new prompts, which the prefill graphs leave eager)
+      for how in now before c1-now c1-before closed-loop; do
         flag=(); case $how in before) flag=(--whole-mixed-steps --equal-length-groups --eager-prefill);;
-                              c1-now) flag=(--concurrency 1);; c1-before) flag=(--concurrency 1 --eager-prefill);; esac
+                              c1-now) flag=(--concurrency 1);; c1-before) flag=(--concurrency 1 --eager-prefill);;
+                              closed-loop) flag=(--requests-per-slot 2 --output-tokens 128 --eager-steps 0);; esac
         "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps/$how" --waves "${WAVES:-2}" \
           "${flag[@]}" 2>&1 | grep -v "^USDT" | tee "$OUT/mixed-steps-$how.log" | tail -30
       done

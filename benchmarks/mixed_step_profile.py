@@ -13,7 +13,9 @@ pass over its prompt chunks: a split mixed step; a prompt chunk of one request o
 and the ATen ops it dispatched, eager and in the fixed-shape passes (`--whole-mixed-steps` runs mixed
 steps as one eager pass, `--equal-length-groups` groups only equal query lengths, `--eager-prefill`
 runs every prompt chunk eagerly: each as before, to compare; `--concurrency 1` is one prompt's
-prefill, the c = 1 rung's first token).
+prefill, the c = 1 rung's first token; `--requests-per-slot 2` sends each slot's second prompt when
+its first finishes, as the live ladder's closed-loop workers do, and the wave line counts the steps
+by the prompt chunks they hold).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
 ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
@@ -132,6 +134,7 @@ class _StepLog:
         whole = bool(graphs is not None and reqs and graphs.can_run(reqs))
         split = 0 if whole or graphs is None or not reqs else len(graphs.split(reqs)[0])
         row = {"tokens": sum(sr.num_scheduled_tokens for sr in reqs), "prompt_tokens": prompt,
+               "prompt_chunks": sum(1 for sr in reqs if not sr.spec_token_ids),
                "rows": len(reqs), "captured": whole, "captured_rows_beside_eager": split}
         self.rows.append(row)
         before = self.prefill_passes
@@ -141,11 +144,20 @@ class _StepLog:
 
 
 def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
-    """Add `concurrency` prompts and step until they finish; one row per step."""
+    """`concurrency` closed-loop slots of `requests_per_slot` requests each: every slot's first
+    prompt at once, its next one added when the one before finishes (as the live ladder's
+    closed-loop workers send them); step until all finish; one row per step."""
     log = _StepLog(eng)
-    for i in range(args.concurrency):
-        eng.add_request(f"{tag}-{i}", [1 + (7 * i + t) % 1000 for t in range(args.prompt_tokens)],
+    sent = [0] * args.concurrency
+
+    def send(slot: int) -> None:
+        i = slot + args.concurrency * sent[slot]
+        eng.add_request(f"{tag}-{slot}-{sent[slot]}", [1 + (7 * i + t) % 1000 for t in range(args.prompt_tokens)],
                         SamplingParams(max_tokens=args.output_tokens, temperature=0))
+        sent[slot] += 1
+
+    for slot in range(args.concurrency):
+        send(slot)
     steps = []
     try:
         while eng.has_unfinished_requests():
@@ -154,16 +166,21 @@ def _wave(eng, args, tag: str, profile_eager: bool = False) -> list[dict]:
             mark = _memory_mark(args.device)
             t0 = time.perf_counter()
             if profile_eager and len(steps) < args.eager_steps:
-                steps.append(_profiled_step(eng, args))
+                row, outputs = _profiled_step(eng, args)
+                steps.append(row)
             else:
                 log.counter = count
                 with count:
-                    eng.step()
+                    outputs = eng.step()
                 _sync(args.device)
                 log.counter = None
                 steps.append({"wall_ms": 1e3 * (time.perf_counter() - t0), "aten_ops": count.count,
                               "eager_aten_ops": count.count - count.fixed, **_memory_since(args.device, mark)})
             steps[-1].update(log.rows[-1] if log.rows else {})
+            for out in outputs:
+                slot = int(out.request_id.split("-")[-2])
+                if out.finished and sent[slot] < args.requests_per_slot:
+                    send(slot)
     finally:
         log.restore()
     return steps
@@ -175,7 +192,7 @@ def _profiled_step(eng, args) -> dict:
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device == "cuda" else [])
     t0 = time.perf_counter()
     with profile(activities=acts) as prof:
-        eng.step()
+        outputs = eng.step()
         _sync(args.device)
     wall_ms = 1e3 * (time.perf_counter() - t0)
     events = prof.events()
@@ -205,7 +222,16 @@ def _profiled_step(eng, args) -> dict:
             "device_busy_ms": busy_us / 1e3, "kernels": sum(kernels.values()),
             "top_by_count": aten.most_common(args.top),
             "top_by_host_us": sorted(aten_us.items(), key=lambda kv: -kv[1])[:args.top],
-            "top_kernels": kernels.most_common(args.top)}
+            "top_kernels": kernels.most_common(args.top)}, outputs
+
+
+def _chunk_histogram(steps: list[dict]) -> str:
+    """How many steps held 1, 2, ... prompt chunks (0: decode only), and how many of the steps of
+    one chunk ran it on a prefill graph."""
+    counts = collections.Counter(s.get("prompt_chunks", 0) for s in steps)
+    on_graph = sum(1 for s in steps if s.get("prompt_chunks") == 1 and s.get("prefill_captured"))
+    return (", ".join(f"{n} chunk{'s' if n != 1 else ''}: {c}" for n, c in sorted(counts.items()))
+            + f" (one chunk on a prefill graph: {on_graph})")
 
 
 def _eager_step_line(s: dict) -> str:
@@ -226,6 +252,8 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--tiny", action="store_true", help="the tiny shapes (a check of the script itself)")
     ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--requests-per-slot", type=int, default=1,
+                    help="closed-loop requests a slot sends one after the other (the live ladder's: 2)")
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--output-tokens", type=int, default=16)
     ap.add_argument("--max-num-batched-tokens", type=int, default=8192)
@@ -258,7 +286,8 @@ def main() -> None:
         steps = _wave(eng, args, f"w{w}")
         result["waves"].append(steps)
         eager = [s for s in steps if not s.get("captured")]
-        print(f"wave {w}: {len(steps)} steps, {sum(s['wall_ms'] for s in steps):.1f} ms; eager steps: "
+        print(f"wave {w}: {len(steps)} steps, {sum(s['wall_ms'] for s in steps):.1f} ms; "
+              f"steps by prompt chunks: {_chunk_histogram(steps)}; eager steps: "
               + ", ".join(_eager_step_line(s) for s in eager), flush=True)
     steps = _wave(eng, args, "profiled", profile_eager=True)
     result["profiled"] = steps[:args.eager_steps]
