@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None, wrap_engine: Callable[[Any], Any] | None
               f"device_bytes={graphs.captured_device_bytes} device_bytes_by_size="
               + ",".join(f"{b}:{n}" for b, n in sorted(graphs.device_bytes_by_size.items())), flush=True)
     prefill = engine.runner.prefill_graphs
-    if prefill is not None and prefill.captured_bytes:
+    if prefill is not None and any(g is not None for g in prefill.graphs.values()):     # captured (CUDA)
         print(f"{PREFIX} prefill graphs: buckets={','.join(map(str, prefill.buckets))} "
               f"allocator_bytes={prefill.captured_bytes}", flush=True)
     if engine.prefill_graphs_failure:
