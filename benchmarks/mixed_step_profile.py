@@ -246,7 +246,7 @@ def _eager_step_line(s: dict) -> str:
             f"{s['eager_aten_ops']} ops eager, {fixed} in the fixed-shape pass{memory})")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--device", default="cuda")
@@ -268,7 +268,7 @@ def main() -> None:
                     help="group only sequences of equal query length, as before ragged groups (to compare)")
     ap.add_argument("--eager-prefill", action="store_true",
                     help="run every prompt chunk eagerly, as before the prefill graphs (to compare)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     t0 = time.perf_counter()
     llm = _build(args)
     eng = llm.engine

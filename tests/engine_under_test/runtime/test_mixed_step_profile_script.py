@@ -1,0 +1,48 @@
+"""benchmarks/mixed_step_profile.py runs on a CPU with tiny shapes and writes what the card's run
+will read: each step's scheduled prompt chunks, whether a prefill graph ran its one chunk, and its
+op counts, for the engine's way and with the prefill graphs off (`--eager-prefill`), under
+closed-loop slots (`--requests-per-slot`).
+
+Two slots of 64-token prompts over a 96-token budget: the first step takes the first prompt and
+32 tokens of the second (two chunks, eager), the next finishes the second (one chunk); each
+slot's second prompt arrives when its first finishes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from conformance.paths import REPO_ROOT
+
+ARGS = ["--tiny", "--device", "cpu", "--waves", "1", "--eager-steps", "1", "--concurrency", "2",
+        "--prompt-tokens", "64", "--output-tokens", "4", "--requests-per-slot", "2",
+        "--max-num-batched-tokens", "96", "--pool-gib", "1", "--k", "4"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("mixed_step_profile",
+                                                  REPO_ROOT / "benchmarks" / "mixed_step_profile.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("eager_prefill", [False, True], ids=["engine", "eager-prefill"])
+def test_the_profile_script_on_cpu_tiny(tmp_path, capsys, eager_prefill):
+    _script().main(ARGS + ["--out", str(tmp_path)] + (["--eager-prefill"] if eager_prefill else []))
+    result = json.loads((tmp_path / "mixed-steps.json").read_text())
+    for wave in result["waves"] + [result["profiled"]]:
+        assert all({"prompt_chunks", "prefill_captured", "rows", "tokens"} <= set(s) for s in wave)
+    steps = result["waves"][0]
+    # 4 prompts of 64 tokens in all (2 slots x 2), 4 output tokens each
+    assert sum(s["prompt_tokens"] for s in steps) == 4 * 64
+    assert steps[0]["prompt_chunks"] == 2 and not steps[0]["prefill_captured"]
+    on_graph = [s for s in steps if s["prefill_captured"]]
+    if eager_prefill:
+        assert not on_graph
+    else:
+        assert on_graph and all(s["prompt_chunks"] == 1 and s["eager_aten_ops"] < 50 for s in on_graph)
+    assert "steps by prompt chunks:" in capsys.readouterr().out
