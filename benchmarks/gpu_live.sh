@@ -29,7 +29,7 @@
 #                $OUT/same-run-pytest/verdicts.jsonl
 #   both-faces   same-run, then same-run-pytest, as one background job (no idle card between them)
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
-#                and of its kernels (fla's packed chunked call among them)
+#                and of its kernels (fla's packed chunked call among them); ENGINE_TEST_FILES picks some of them
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does); with
@@ -77,6 +77,8 @@ T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
 ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py
               tests/engine_under_test/runtime/test_gpu_prefill_graphs.py
               tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
+# ENGINE_TEST_FILES="a.py b.py": only those (a short hold: the files that test what changed)
+[ -n "${ENGINE_TEST_FILES:-}" ] && read -ra ENGINE_TESTS <<< "$ENGINE_TEST_FILES"
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
 wait_engine_tests() { local pid; [ -n "${IN_ENGINE_TESTS_JOB:-}" ] && return 0     # the job itself: nothing to wait for
                       pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
