@@ -33,7 +33,9 @@
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does); with
-#                THEN_MIXED_STEPS=1 the same job runs mixed-steps after the tests (log $OUT/mixed-steps-bg.log)
+#                THEN_STEPS="STEP..." the same job runs those steps after the tests, in order (steps that need no
+#                oracle pack: mixed-steps, reference-N, reference-expandable; the card is idle while the packs
+#                arrive), log $OUT/then-steps-bg.log
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens, then c = 1):
 #                each step of a wave, and its eager steps under the profiler, as the engine runs them and then as
 #                before split mixed steps, ragged groups and prefill graphs (--whole-mixed-steps
@@ -64,10 +66,11 @@ pack_results() { mkdir -p "$OUT/goldens-live"; cp -r "$GOLDENS"/live/. "$OUT/gol
                  python3 - /tmp/gpu-out-packed "$PWD" <<'PY'
 import sys
 from pathlib import Path
-out, repo = Path(sys.argv[1]), sys.argv[2].encode()
+out = Path(sys.argv[1])
 for f in out.rglob("*"):
-    if f.is_file() and repo in (b := f.read_bytes()):
-        f.write_bytes(b.replace(repo, b"&lt;repo&gt;" if f.suffix == ".html" else b"<repo>"))
+    for repo in (sys.argv[2].encode(), b"/tmp/engine-tests-tree"):    # the checkout, and the background job's copy
+        if f.is_file() and repo in (b := f.read_bytes()):
+            f.write_bytes(b.replace(repo, b"&lt;repo&gt;" if f.suffix == ".html" else b"<repo>"))
 PY
                  tar czf "$RESULTS/gpu-live.tgz" -C /tmp/gpu-out-packed .; }
 [ -n "${IN_ENGINE_TESTS_JOB:-}" ] || trap pack_results EXIT     # a step inside the background job: the caller packs
@@ -194,10 +197,10 @@ for step in "$@"; do
     engine-tests-bg)
       rm -rf /tmp/engine-tests-tree && mkdir -p /tmp/engine-tests-tree
       tar cf - --exclude=./.pieces --exclude=./.git . | tar xf - -C /tmp/engine-tests-tree
-      then_mixed=""      # THEN_MIXED_STEPS=1: the mixed-steps profiles after the tests, in the same job (the card is idle otherwise)
-      [ "${THEN_MIXED_STEPS:-0}" = 1 ] && then_mixed="; IN_ENGINE_TESTS_JOB=1 bash benchmarks/gpu_live.sh /tmp/res-mixed mixed-steps > $OUT/mixed-steps-bg.log 2>&1"
+      then_steps=""      # THEN_STEPS: steps after the tests, in the same job (the card is idle otherwise)
+      [ -n "${THEN_STEPS:-}" ] && then_steps="; IN_ENGINE_TESTS_JOB=1 bash benchmarks/gpu_live.sh /tmp/res-then $THEN_STEPS > $OUT/then-steps-bg.log 2>&1"
       setsid bash -c "cd /tmp/engine-tests-tree && PYTHONPATH=/tmp/engine-tests-tree:/tmp/fw-site timeout -s INT -k 30 540 python3 -m pytest ${ENGINE_TESTS[*]} \
-          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc$then_mixed" \
+          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc$then_steps" \
           < /dev/null > /dev/null 2>&1 &
       echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
       ;;
@@ -216,7 +219,7 @@ for step in "$@"; do
       # c = 32 (the wave of 32 prompts) and c = 1 (one prompt's prefill: the first token)
       # closed-loop: each slot's second prompt sent when its first finishes, 128 output tokens (the ladder's
       # steady state: how many steps hold several new prompts, which the prefill graphs leave eager)
-      for how in now before c1-now c1-before closed-loop; do
+      for how in ${MIXED_HOWS:-now before c1-now c1-before closed-loop}; do     # MIXED_HOWS picks some
         flag=(); case $how in before) flag=(--whole-mixed-steps --equal-length-groups --eager-prefill);;
                               c1-now) flag=(--concurrency 1);; c1-before) flag=(--concurrency 1 --eager-prefill);;
                               closed-loop) flag=(--requests-per-slot 2 --output-tokens 128 --eager-steps 0);; esac
