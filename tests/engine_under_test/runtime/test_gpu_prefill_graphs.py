@@ -8,7 +8,8 @@ computes what the eager pass computes.
 - The 2b shapes in bf16 (seeded dummy weights), one 500-token prompt (bucket 512, 12 pad rows
   through fla's chunked kernel): after the pass every block but the null block holds what the
   eager pass wrote (K/V, recurrent and conv states, the drafter's context), within bf16's
-  rounding (relative error per layer, over the blocks the request holds in the layer's group).
+  rounding (relative error per layer, over the blocks the request holds in the layer's group), and
+  every other block but the null block is untouched.
 """
 
 from __future__ import annotations
@@ -116,3 +117,10 @@ def test_a_2b_prefill_replay_leaves_the_eager_pool():
         for a, b in ((cache.first[ids], other.first[ids]), (cache.second[ids], other.second[ids])):
             assert (b != 0).any(), name
             assert _rel(a, b) < 2e-2, (name, _rel(a, b))
+    # and no block the request does not hold (the null block aside) was written by either pass
+    held = sorted({b for ids in blocks[0].values() for b in ids} | {0})
+    for e in engines:
+        raw = e.engine.plan.pool.tensor
+        rest = torch.ones(raw.shape[1], dtype=torch.bool, device=raw.device)
+        rest[held] = False
+        assert not raw[:, rest].any()
