@@ -17,7 +17,9 @@ prefill, the c = 1 rung's first token; `--requests-per-slot 2` sends each slot's
 its first finishes, as the live ladder's closed-loop workers do, and the wave line counts the steps
 by the prompt chunks they hold).
 The eager steps of the last wave are then run again under torch.profiler (a fresh wave): their ATen
-ops by count and by host time, the CUDA kernels launched, and the device's busy time against the
+ops by count and by host time, the CUDA kernels launched (by count, by device time, and the device
+time by kind of kernel: GEMMs, attention, copies and gathers, torch's elementwise and reductions,
+Triton's), and the device's busy time against the
 step's wall time (a step whose device is busy for a small part of its wall time is bound by the host's
 launches). On CUDA each step also records the allocator's peak of live tensors above the step's start
 (its activations: what `memory/planner.py` `activation_bytes` estimates) and how much its reservation
@@ -198,7 +200,7 @@ def _profiled_step(eng, args) -> dict:
     events = prof.events()
     aten = collections.Counter()
     aten_us = collections.Counter()
-    launches, kernels, busy = 0, collections.Counter(), []
+    launches, kernels, kernel_us, busy = 0, collections.Counter(), collections.Counter(), []
     for ev in events:
         name = ev.name
         if name.startswith("aten::"):
@@ -208,6 +210,7 @@ def _profiled_step(eng, args) -> dict:
             launches += 1
         if getattr(ev, "device_type", None) == torch.autograd.DeviceType.CUDA:
             kernels[name] += 1
+            kernel_us[name] += ev.time_range.end - ev.time_range.start
             busy.append((ev.time_range.start, ev.time_range.end))
     busy_us = 0.0
     end = None
@@ -222,7 +225,29 @@ def _profiled_step(eng, args) -> dict:
             "device_busy_ms": busy_us / 1e3, "kernels": sum(kernels.values()),
             "top_by_count": aten.most_common(args.top),
             "top_by_host_us": sorted(aten_us.items(), key=lambda kv: -kv[1])[:args.top],
-            "top_kernels": kernels.most_common(args.top)}, outputs
+            "top_kernels": kernels.most_common(args.top),
+            "top_kernels_by_device_us": kernel_us.most_common(args.top),
+            "device_ms_by_kind": {kind: us / 1e3 for kind, us in _by_kind(kernel_us).most_common()}}, outputs
+
+
+KERNEL_KINDS = (   # (kind, substrings of a CUDA kernel's name), first match wins
+    ("memset / memcpy", ("Memset", "Memcpy")),
+    ("GEMM", ("gemm", "nvjet", "cutlass", "cublas", "sm90_xmma")),
+    ("attention", ("attention", "sdpa", "fmha", "flash")),
+    ("causal conv1d", ("conv",)),
+    ("copy / gather / scatter", ("copy", "gather", "index", "scatter", "cat_", "CatArray")),
+    ("torch elementwise / reduce", ("at::native",)),
+)
+
+
+def _by_kind(kernel_us: collections.Counter) -> collections.Counter:
+    """Device microseconds by kind of kernel (`KERNEL_KINDS`); what no kind names is a Triton
+    kernel (fla's, the engine's own) by its function name."""
+    out = collections.Counter()
+    for name, us in kernel_us.items():
+        kind = next((k for k, keys in KERNEL_KINDS if any(key in name for key in keys)), "Triton (fla, the engine's)")
+        out[kind] += us
+    return out
 
 
 def _chunk_histogram(steps: list[dict]) -> str:
@@ -299,6 +324,9 @@ def main(argv: list[str] | None = None) -> None:
         print("  ATen ops by count:   " + ", ".join(f"{n.removeprefix('aten::')} {c}" for n, c in s["top_by_count"]))
         print("  ATen ops by host ms: " + ", ".join(f"{n.removeprefix('aten::')} {us / 1e3:.1f}" for n, us in s["top_by_host_us"]))
         print("  kernels by count:    " + ", ".join(f"{n[:40]} {c}" for n, c in s["top_kernels"]))
+        if s["top_kernels_by_device_us"]:
+            print("  kernels by device ms: " + ", ".join(f"{n[:40]} {us / 1e3:.2f}" for n, us in s["top_kernels_by_device_us"]))
+            print("  device ms by kind:    " + ", ".join(f"{k} {ms:.1f}" for k, ms in s["device_ms_by_kind"].items()))
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "mixed-steps.json").write_text(json.dumps(result, indent=1, default=str))

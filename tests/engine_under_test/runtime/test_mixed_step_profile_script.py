@@ -46,3 +46,18 @@ def test_the_profile_script_on_cpu_tiny(tmp_path, capsys, eager_prefill):
     else:
         assert on_graph and all(s["prompt_chunks"] == 1 and s["eager_aten_ops"] < 50 for s in on_graph)
     assert "steps by prompt chunks:" in capsys.readouterr().out
+
+
+def test_the_profiled_step_reports_device_time_by_kernel_and_kind(tmp_path):
+    mod = _script()
+    mod.main(ARGS + ["--out", str(tmp_path)])
+    step = json.loads((tmp_path / "mixed-steps.json").read_text())["profiled"][0]
+    assert {"top_kernels_by_device_us", "device_ms_by_kind"} <= set(step)    # empty on a CPU: no CUDA kernels
+    kinds = mod._by_kind(mod.collections.Counter({
+        "Memset (Device)": 3, "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT": 500,
+        "void at::native::vectorized_gather_kernel<16, long>(char*)": 40, "chunk_fwd_kernel_o": 200,
+        "void at::native::vectorized_elementwise_kernel<8, silu>": 70, "cudnn_generated_fort_native_sdpa": 90,
+        "void cudnn::cnn::conv2d_grouped_direct_kernel<bf16>": 30, "_conv_snapshot_kernel": 5}))
+    assert kinds == {"memset / memcpy": 3, "GEMM": 500, "copy / gather / scatter": 40,
+                     "Triton (fla, the engine's)": 200, "torch elementwise / reduce": 70, "attention": 90,
+                     "causal conv1d": 35}
