@@ -1,7 +1,8 @@
 """Defective reference engines for the runtime's own tests: each test file below must fail on each
 of its defects (not a CI gate; a check of the checks, run by hand after changing them). The
-defects are the runtime's recent paths: the captured prefill pass, host reads in a captured body,
-split mixed steps, the drafter's context of a prompt step, ragged prompt groups.
+defects are the runtime's recent paths: the captured prefill pass (one request's, several new
+prompts'), host reads in a captured body, split mixed steps, the drafter's context of a prompt
+step, ragged prompt groups.
 
 Usage:
     .venv/bin/python benchmarks/runtime_defects.py            # every defect
@@ -30,6 +31,7 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 PREFILL_TESTS = ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)
+PROMPTS_TESTS = ("tests/engine_under_test/runtime/test_prefill_graphs_of_prompts.py",)
 RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
 SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
 HOST_READ_TESTS = ("tests/engine_under_test/runtime/test_captured_bodies_read_nothing.py",)
@@ -53,21 +55,39 @@ DEFECTS = (
            'vals[f"blk{g}"] = np.where(real != 0, table[pos // bs], 0)', 'vals[f"blk{g}"] = table[pos // bs]', 1,
            PREFILL_TESTS),
     Defect("prefill: drafts after a chunk that does not end its prompt", "engine_under_test/runtime/prefill_fills.py",
-           "drafting = not sr.is_prefill_chunk and", "drafting =", 1, PREFILL_TESTS),
+           "drafting.append(not sr.is_prefill_chunk", "drafting.append(True or sr.is_prefill_chunk", 1, PREFILL_TESTS),
     Defect("prefill: the query block not opened by the pass's token", "engine_under_test/runtime/prefill_bodies.py",
-           'd.view("q_ids")[:1].copy_(buf.tokens.argmax[:1])', "pass", 1, PREFILL_TESTS),
+           "q_ids.view(G, k + 1)[:, 0].copy_(buf.tokens.argmax[:G])", "pass", 1, PREFILL_TESTS),
     Defect("prefill: the logits of the last row, not of the last input", "engine_under_test/runtime/prefill_bodies.py",
-           "hidden.index_select(0, last)", "hidden[S - 1:S]", 1, PREFILL_TESTS),
+           "rows = buf.seq_index[:G] * S + last", "rows = buf.seq_index[:G] * S + S - 1", 1, PREFILL_TESTS),
     Defect("prefill: a new prompt reads its slot's old state", "engine_under_test/runtime/prefill_bodies.py",
-           'fresh=m.view(f"fresh{s}") != 0', 'fresh=m.view(f"fresh{s}") < 0', 1, PREFILL_TESTS),
+           'fresh=m.view(f"fresh{s}")[:G] != 0', 'fresh=m.view(f"fresh{s}")[:G] < 0', 1, PREFILL_TESTS),
     Defect("prefill: a sampling request's token taken as the argmax", "engine_under_test/runtime/prefill_graphs.py",
            "if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:", "if False:", 1,
            ("tests/engine_under_test/runtime/test_prefill_graph_path.py",)),
     Defect("prefill: the last input's row read on the host (the same token, no capture)",
-           "engine_under_test/runtime/prefill_bodies.py", "hidden.index_select(0, last)",
-           "hidden[int(last[0]):int(last[0]) + 1]", 1, HOST_READ_TESTS),
+           "engine_under_test/runtime/prefill_bodies.py", "hidden.index_select(0, rows)",
+           "hidden[int(rows[0]):int(rows[0]) + 1]", 1, HOST_READ_TESTS),
     Defect("prefill: a tensor made from host data inside the body", "engine_under_test/runtime/prefill_bodies.py",
-           "save_seq=buf.save_seq,", "save_seq=torch.tensor([0], device=buf.save_seq.device),", 1, HOST_READ_TESTS),
+           "save_seq=buf.seq_index[:G],", "save_seq=torch.tensor(list(range(G)), device=buf.seq_index.device),", 1,
+           HOST_READ_TESTS),
+    Defect("prompts: each sequence's logits row without its place in the pass",
+           "engine_under_test/runtime/prefill_bodies.py", "rows = buf.seq_index[:G] * S + last", "rows = last", 1,
+           PROMPTS_TESTS),
+    Defect("prompts: a later chunk run with new prompts (its earlier tokens unread)",
+           "engine_under_test/runtime/prefill_graphs.py", "if len(reqs) > 1 and sr.num_computed_tokens != 0:",
+           "if False:", 1, PROMPTS_TESTS),
+    Defect("prompts: own-key attention not causal", "engine_under_test/model/static_batch.py",
+           "is_causal=True, scale=scale)", "is_causal=False, scale=scale)", 1, PROMPTS_TESTS),
+    Defect("prompts: a query head reads the wrong KV head", "engine_under_test/model/static_batch.py",
+           ".repeat_interleave(rep, dim=1) for x in", ".repeat(1, rep, 1, 1) for x in", 1, PROMPTS_TESTS),
+    Defect("prompts: the query blocks after the first DRAFT_LOGIT_SEQS get no drafts",
+           "engine_under_test/runtime/prefill_bodies.py", "for i in range(0, G, DRAFT_LOGIT_SEQS):",
+           "for i in range(0, min(G, DRAFT_LOGIT_SEQS), DRAFT_LOGIT_SEQS):", 1, PROMPTS_TESTS),
+    Defect("prompts: a pad sequence's state saved into a request's slot",
+           "engine_under_test/runtime/prefill_buffers.py", 'self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in g.state_gids}}, dev)',
+           'self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in g.state_gids}, '
+           '**{f"dst{s}": 3 for s in g.state_gids}}, dev)', 1, PROMPTS_TESTS),
     Defect("decode step: the acceptance rule picked on the host", "engine_under_test/runtime/step_bodies.py",
            'accepted = torch.where(m.view("modeled") != 0, modeled, judged)',
            'accepted = modeled if bool(m.view("modeled")[0]) else judged', 1, HOST_READ_TESTS),

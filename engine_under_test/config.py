@@ -56,8 +56,8 @@ class EngineConfig:
     kv_cache_dtype: str = "bfloat16"
     block_size: int = DEFAULT_BLOCK_SIZE_TOKENS
     device: str = "cpu"
-    # None: decode / verify steps, and one request's prompt chunk of up to 512 tokens, run as CUDA
-    # graphs on CUDA (runtime/decode_graphs.py, prefill_graphs.py), eagerly elsewhere; False: the
+    # None: decode / verify steps, and prompt chunks of up to 512 tokens (one request's, or up to 16
+    # new prompts'), run as CUDA graphs on CUDA (runtime/decode_graphs.py, prefill_graphs.py), eagerly elsewhere; False: the
     # fixed-shape graph path everywhere (on a CPU its bodies run eagerly: for tests); True: eager
     enforce_eager: bool | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)

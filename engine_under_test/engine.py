@@ -125,10 +125,11 @@ class LLMEngine:
         graphs = not cfg.enforce_eager if cfg.enforce_eager is not None else device.type == "cuda"
         if graphs and self.target.gdn_backend in GRAPH_BACKENDS:
             from engine_under_test.runtime.decode_graphs import capture_sizes
-            from engine_under_test.runtime.prefill_graphs import prefill_buckets
+            from engine_under_test.runtime.prefill_graphs import prefill_buckets, prefill_seq_buckets
 
             graph_bytes = self.runner.capture_decode_graphs(capture_sizes(cfg.max_num_seqs), cfg.max_model_len)
-            prefill_bytes = self._capture_prefill_graphs(prefill_buckets(cfg.max_num_batched_tokens))
+            prefill_bytes = self._capture_prefill_graphs(prefill_buckets(cfg.max_num_batched_tokens),
+                                                         prefill_seq_buckets(cfg.max_num_seqs))
             if self.measured_bytes is not None:
                 self.measured_bytes["cuda_graph_bytes"] = graph_bytes + prefill_bytes
                 self.measured_bytes["prefill_graph_bytes"] = prefill_bytes
@@ -145,12 +146,13 @@ class LLMEngine:
                                   pool_bytes=self.plan.memory.layout.total_bytes,
                                   num_accepted_tokens_per_pos=[0] * self.runner.k)
 
-    def _capture_prefill_graphs(self, buckets: tuple[int, ...]) -> int:
+    def _capture_prefill_graphs(self, buckets: tuple[int, ...], seq_buckets: tuple[int, ...]) -> int:
         """The prefill graphs (runtime/prefill_graphs.py); the bytes their capture added. A capture
         that fails leaves every prompt chunk to the eager pass (the engine still serves, as it
         did before them) and says why in `prefill_graphs_failure` (the server prints it)."""
         try:
-            return self.runner.capture_prefill_graphs(buckets, self.cfg.max_model_len)
+            return self.runner.capture_prefill_graphs(buckets, self.cfg.max_model_len, seq_buckets,
+                                                      self.cfg.max_num_batched_tokens)
         except RuntimeError as exc:
             self.runner.prefill_graphs = None
             self.prefill_graphs_failure = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

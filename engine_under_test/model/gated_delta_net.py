@@ -156,6 +156,12 @@ class VarlenPacking(NamedTuple):
     chunk_indices: torch.Tensor     # [NT, 2] int64: (sequence, chunk within it) of every chunk, in order
 
 
+# G sequences of equal length as fla's plain batch of G (no `cu_seqlens`): what a captured pass
+# gives (model/static_batch.py), whose G and L are fixed, so fla's per-batch-size autotuning runs
+# at capture, and no tensor derived from `cu_seqlens` is cached by fla for a graph to replay
+PLAIN_BATCH = VarlenPacking(cu_seqlens=None, chunk_indices=None)
+
+
 def varlen_packing(num_seqs: int, seq_len: int, device: torch.device,
                    chunk_tokens: int = FLA_CHUNK_TOKENS) -> VarlenPacking:
     """The packing of `num_seqs` sequences of `seq_len` tokens (fla's `prepare_chunk_indices`
@@ -173,7 +179,8 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     (`use_qk_l2norm_in_kernel` off). One sequence (G = 1) is batch 1 of L tokens with no
     `cu_seqlens` (a `packing` given is not used): fla then derives nothing from one (its chunk
     offsets are cached by the identity of `cu_seqlens`, and a CUDA graph of the pass would read
-    a cached tensor it does not own).
+    a cached tensor it does not own). `packing` PLAIN_BATCH: G sequences as fla's batch of G, no
+    `cu_seqlens` either (a captured pass of several prompts).
 
     NOTE: whatever G and L a prefill step brings, fla's kernels see batch 1 and no shape-keyed
     autotune: its cumsum kernel takes the batch size as a compile-time constant and autotunes per
@@ -181,6 +188,9 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
     q / k (`NB`); both ran the first time a prefill step brought a new batch size or token
     count, on the serving path (hundreds of ms, in the middle of a measured wave)."""
     G, L = q.shape[:2]
+    if packing is PLAIN_BATCH:
+        return {"q": l2norm_float32(q), "k": l2norm_float32(k), "v": v, "g": g, "beta": beta, "initial_state": state,
+                "use_qk_l2norm_in_kernel": False}
     packed = {name: x.reshape(1, G * L, *x.shape[2:])
               for name, x in (("q", l2norm_float32(q)), ("k", l2norm_float32(k)), ("v", v), ("g", g), ("beta", beta))}
     if G == 1:

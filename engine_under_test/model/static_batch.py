@@ -12,13 +12,18 @@ buffers without any host list or host-to-device copy:
     seq_lens       [B]              KV length after the pass (padding: 1)
     state slots    per state group: src [B], fresh [B], dst [B, L], save [B, L]
     real_mask      [B, L] bool, optional: False marks a pad row (a captured prefill pass,
-                   runtime/prefill_graphs.py: one sequence padded to its bucket)
+                   runtime/prefill_graphs.py: each sequence padded to its bucket)
+    own_keys       every sequence is a new prompt: its keys are this pass's rows only (a
+                   captured prefill pass of several prompts)
 
 Padded sequences read and write only the null block 0, which no request owns.
 `paged_attention` sees `is_static` and reads the pool in place: on CUDA the Triton kernel for
 queries of at most KERNEL_MAX_QUERY_LEN rows a sequence (decode, verify, the drafter's query
 block; its tiles hold a program's rows), elsewhere and for longer queries (a captured prefill) a
-torch reference that gathers through the same table and runs masked SDPA.
+torch reference that gathers through the same table and runs masked SDPA. With `own_keys` (new
+prompts, each padded at its end) the keys are read back from the pool rows this pass wrote
+(`slot_mapping`) and attention is causal SDPA over each sequence's own L rows: no table is
+gathered, and no input's query reaches a pad row, which all come after the inputs.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
+from engine_under_test.model.gated_delta_net import PLAIN_BATCH
+
 KERNEL_MAX_QUERY_LEN = 32      # the paged attention kernel's rows a sequence (its tile: query heads x rows)
 
 
@@ -36,14 +43,19 @@ class StaticBatch:
 
     def __init__(self, num_seqs: int, query_len: int, block_size_tokens: int, causal: bool,
                  positions: torch.Tensor, seq_lens: torch.Tensor, block_tables: dict[int, torch.Tensor],
-                 slots: dict[int, tuple[torch.Tensor, torch.Tensor]], real_mask: torch.Tensor | None = None):
+                 slots: dict[int, tuple[torch.Tensor, torch.Tensor]], real_mask: torch.Tensor | None = None,
+                 own_keys: bool = False):
+        if own_keys and not causal:
+            raise ValueError("static batch: own_keys is a causal pass over new prompts")
         self._num_seqs, self.query_len = num_seqs, query_len
         self._real_mask = real_mask
+        self.own_keys = own_keys
         self.block_size_tokens, self.causal = block_size_tokens, causal
         self.positions, self.seq_lens_t = positions, seq_lens
         self.block_tables_t, self._slots = block_tables, slots
         self.query_start_loc = [i * query_len for i in range(num_seqs + 1)]
-        self._memo: dict[Any, Any] = {}
+        # fla's chunked rule takes the B sequences as its plain batch: no packing is built on the host
+        self._memo: dict[Any, Any] = {("fla_varlen", num_seqs, query_len): PLAIN_BATCH}
 
     @property
     def num_seqs(self) -> int:
@@ -88,6 +100,8 @@ class StaticBatch:
 def static_paged_attention(q: torch.Tensor, batch: StaticBatch, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            group_id: int, scale: float) -> torch.Tensor:
     """q [B * L, H, D] over the pool through the batch's device block table -> [B * L, H, D]."""
+    if batch.own_keys:
+        return _own_keys(q, batch, k_cache, v_cache, group_id, scale)
     table = batch.block_tables_t[group_id]
     if q.is_cuda and batch.query_len <= KERNEL_MAX_QUERY_LEN:
         from engine_under_test.model.paged_attention_kernel import paged_attention_in_place
@@ -115,3 +129,18 @@ def _reference(q: torch.Tensor, batch: StaticBatch, k_cache: torch.Tensor, v_cac
     qg = q.view(B, L, hkv, rep, D).permute(0, 2, 3, 1, 4).reshape(B, hkv, rep * L, D)
     o = F.scaled_dot_product_attention(qg, keys, values, attn_mask=mask, scale=scale)
     return o.view(B, hkv, rep, L, D).permute(0, 3, 1, 2, 4).reshape(T, H, D)
+
+
+def _own_keys(q: torch.Tensor, batch: StaticBatch, k_cache: torch.Tensor, v_cache: torch.Tensor,
+              group_id: int, scale: float) -> torch.Tensor:
+    """New prompts: each sequence's keys are the K/V this pass wrote at its rows (read back
+    through the slot mapping; pad rows read the null block), causal SDPA per sequence. Query head
+    h reads KV head h // (H / Hkv), as the table path's folding does."""
+    B, L = batch.num_seqs, batch.query_len
+    T, H, D = q.shape
+    blk, row = batch.slot_mapping(group_id)
+    keys, values = k_cache[blk, row].to(q.dtype), v_cache[blk, row].to(q.dtype)       # [T, Hkv, D]
+    rep = H // keys.shape[1]
+    keys, values = (x.view(B, L, -1, D).transpose(1, 2).repeat_interleave(rep, dim=1) for x in (keys, values))
+    o = F.scaled_dot_product_attention(q.view(B, L, H, D).transpose(1, 2), keys, values, is_causal=True, scale=scale)
+    return o.transpose(1, 2).reshape(T, H, D)

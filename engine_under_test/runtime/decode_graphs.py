@@ -48,7 +48,7 @@ graph (it holds no memory the drafter graph reads). Context rows past the accept
 too: they lie at positions p .. p + k - 1 of the query block, which overwrites them before any
 read. Padded sequences (B > real) and sequences with no room to draft read and write only the
 null block 0 in the drafter. The torch reference path (`ModelRunner` eager) stays for prefill
-(but one request's chunk of up to 512 tokens: prefill_graphs.py), the CPU and `enforce_eager`; a
+(but one request's chunk, or up to 16 new prompts' chunks, of up to 512 tokens each: prefill_graphs.py), the CPU and `enforce_eager`; a
 mixed step runs its decode rows here and its prompt chunks there (`split`, two passes over
 disjoint sequences), so only the prompt chunks' groups are launched op by op.
 """

@@ -1,8 +1,10 @@
-"""The host's side of a captured prefill pass: one request's chunk written into the buffers.
+"""The host's side of a captured prefill pass: the requests' chunks written into the buffers.
 
-Contract: `PrefillFills(runner, geometry, buffers)`; `fill(sr, S) -> drafting` computes, with
-numpy, the pass of request `sr` (a chunk of n <= S inputs with no drafts) padded to S rows, and
-writes it in one copy per buffer (`MetaBuffers.fill`; fields not given get their defaults):
+Contract: `PrefillFills(runner, geometry, buffers)`; `fill(reqs, G, S) -> drafting` computes, with
+numpy, the pass of requests `reqs` (at most G, each a chunk of n <= S inputs with no drafts), each
+padded to S rows, request i in rows i S .. i S + S - 1, and writes it in one copy per buffer
+(`MetaBuffers.fill`; fields not given get their defaults: the rows and slots of the G - len(reqs)
+pad sequences):
 
     inputs     ids, positions nc .. nc + n - 1, then S - n pad rows repeating the last input and
                its position (`real` 0), `last` n - 1, the sequence length nc + n
@@ -14,7 +16,7 @@ writes it in one copy per buffer (`MetaBuffers.fill`; fields not given get their
                the chunk ends the prompt and the tables hold p + k + 1 tokens (the eager runner's
                rule), else the defaults (the null block; the drafts are not read)
 
-`drafting` says whether the pass's drafts are the request's next ones.
+`drafting[i]` says whether request i's drafts are its next ones.
 """
 
 from __future__ import annotations
@@ -29,9 +31,28 @@ class PrefillFills:
     def __init__(self, runner, geometry: StepGeometry, buffers: PrefillBuffers):
         self.runner, self.geo, self.buf = runner, geometry, buffers
 
-    def fill(self, sr, S: int) -> bool:
+    def fill(self, reqs, G: int, S: int) -> list[bool]:
         geo = self.geo
-        bs, W, k = geo.bs, geo.W, geo.k
+        if not 0 < len(reqs) <= G:
+            raise ValueError(f"prefill fills: {len(reqs)} requests for a pass of {G} sequences")
+        per_seq = [self._inputs(sr, S) for sr in reqs]
+        vals = {name: np.concatenate([v[name] for v in per_seq]) for name in per_seq[0]}
+        self.buf.meta.fill(vals)
+        if self.buf.dmeta is None:
+            return [False] * len(reqs)
+        drafting, blocks = [], []
+        for sr in reqs:
+            p = sr.num_computed_tokens + sr.num_scheduled_tokens
+            drafting.append(not sr.is_prefill_chunk
+                            and min(len(t) for t in sr.block_ids.values()) * geo.bs >= p + geo.k + 1)
+            blocks.append(self._query_block(sr, p) if drafting[-1] else self._no_query_block())
+        self.buf.dmeta.fill({name: np.concatenate([b[name] for b in blocks]) for name in blocks[0]})
+        return drafting
+
+    def _inputs(self, sr, S: int) -> dict[str, np.ndarray]:
+        """One request's fields: S rows, and its per-sequence entries."""
+        geo = self.geo
+        bs, W = geo.bs, geo.W
         n, nc = sr.num_scheduled_tokens, sr.num_computed_tokens
         ids = np.maximum(np.asarray(sr.token_ids, dtype=np.int64), 0)
         rows = np.minimum(np.arange(S), n - 1)                 # pad rows repeat the last input
@@ -50,18 +71,24 @@ class PrefillFills:
             vals |= {f"src{s}": np.array([slots[first]], dtype=np.int64),
                      f"fresh{s}": np.array([int(nc == 0)], dtype=np.int64),
                      f"dst{s}": np.array([slots[0]], dtype=np.int64)}
-        self.buf.meta.fill(vals)
-        if self.buf.dmeta is None:
-            return False
-        p = nc + n
-        drafting = not sr.is_prefill_chunk and min(len(t) for t in sr.block_ids.values()) * bs >= p + k + 1
-        dvals = {}
-        if drafting:
-            q_pos = np.arange(p, p + k + 1, dtype=np.int64)
-            dvals = {"q_ids": np.array([0] + [self.runner.drafter.config.mask_token_id] * k, dtype=np.int64),
-                     "q_pos": q_pos, "q_seq_lens": np.array([p + k + 1], dtype=np.int64)}
-            for g in geo.draft_gids:
-                table = np.asarray(sr.block_ids[g], dtype=np.int64)
-                dvals |= {f"q_blk{g}": table[q_pos // bs], f"q_row{g}": q_pos % bs}
-        self.buf.dmeta.fill(dvals)
-        return drafting
+        return vals
+
+    def _query_block(self, sr, p: int) -> dict[str, np.ndarray]:
+        """The drafter's query block of a request that drafts: [its token, mask x k] at p .. p + k."""
+        geo, k = self.geo, self.geo.k
+        q_pos = np.arange(p, p + k + 1, dtype=np.int64)
+        vals = {"q_ids": np.array([0] + [self.runner.drafter.config.mask_token_id] * k, dtype=np.int64),
+                "q_pos": q_pos, "q_seq_lens": np.array([p + k + 1], dtype=np.int64)}
+        for g in geo.draft_gids:
+            table = np.asarray(sr.block_ids[g], dtype=np.int64)
+            vals |= {f"q_blk{g}": table[q_pos // geo.bs], f"q_row{g}": q_pos % geo.bs}
+        return vals
+
+    def _no_query_block(self) -> dict[str, np.ndarray]:
+        """A request that does not draft: its query block in the null block (as the defaults)."""
+        k = self.geo.k
+        zeros = np.zeros(k + 1, dtype=np.int64)
+        vals = {"q_ids": zeros, "q_pos": zeros, "q_seq_lens": np.array([1], dtype=np.int64)}
+        for g in self.geo.draft_gids:
+            vals |= {f"q_blk{g}": zeros, f"q_row{g}": zeros}
+        return vals

@@ -1,28 +1,35 @@
-"""CUDA graphs of a prefill pass: one request's prompt chunk, padded to a bucket of S tokens.
+"""CUDA graphs of a prefill pass: up to G requests' prompt chunks, each padded to a bucket of S tokens.
 
-Contract: `PrefillGraphs(runner, buckets, max_model_len)`; `capture(pool)` builds the fixed
-buffers for the largest bucket and records, for each bucket S (largest first), one graph of the
-whole pass (prefill_bodies.py: the target over S rows, the last input's logits and argmax, with a
-drafter its context write and query block), in `pool` (the decode graphs', shared: the two never
-replay interleaved) after two warm-up runs on a side stream (Triton compilation and autotuning,
-fla's included); `captured_bytes` is what capture added to the device allocator's reservation.
-`can_run(reqs, params)` says whether a step (or the part of a mixed step the decode graphs do
-not run) is one the graphs run; `launch(sr)` fills the buffers and replays, `collect(step,
-result)` reads the pass's token and drafts (one sync) into a `StepResult` as the eager runner
-fills it. Off CUDA nothing is captured and the same body runs eagerly (the fixed-shape path,
-checked on a CPU against the eager runner).
+Contract: `PrefillGraphs(runner, buckets, max_model_len, seq_buckets=(1,), max_tokens=None)`;
+its graphs are keyed (G, S): S in `buckets` (token counts), G in `seq_buckets` (sequence
+counts), every (1, S), and (G, S) for G > 1 where G x S <= max_tokens (the step budget: a pass
+never holds more rows than an eager step of the budget would). `capture(pool)` builds the fixed
+buffers for the largest key and records, for each key (largest first), one graph of the whole
+pass (prefill_bodies.py: the target over G S rows, each sequence's last input's logits and
+argmax, with a drafter its context write and query blocks), in `pool` (the decode graphs',
+shared: the two never replay interleaved) after two warm-up runs on a side stream (Triton
+compilation and autotuning, fla's included); `captured_bytes` is what capture added to the
+device allocator's reservation. `can_run(reqs, params)` says whether a step (or the part of a
+mixed step the decode graphs do not run) is one the graphs run; `launch(reqs)` fills the
+buffers and replays, `collect(step, result)` reads the pass's tokens and drafts (one sync) into a
+`StepResult` as the eager runner fills it. Off CUDA nothing is captured and the same body runs
+eagerly (the fixed-shape path, checked on a CPU against the eager runner).
 
-A step the graphs run: one request, no drafts, n <= max(buckets) inputs (a prompt chunk, or a
-plain decode input when there was no room to draft), tables within the decode geometry's width
-W, and a greedy request when the chunk samples (the pass's token is its argmax; a sampling
-request's token is drawn on the host from the logits, so it stays eager). Its result, request by
-request, is the eager runner's: the token after the last input (nothing for a chunk that does
-not end its prompt), the state after the last input in slot 0, the drafter's context, and the
-drafts when the chunk ends the prompt and the tables have room.
+A step the graphs run: n <= max(seq_buckets) requests, none with drafts, each with at most
+max(buckets) inputs (a prompt chunk, or a plain decode input when there was no room to draft),
+tables within the decode geometry's width W, and a greedy request when its chunk samples (the
+pass's token is its argmax; a sampling request's token is drawn on the host from the logits, so
+it stays eager). One request may be anywhere in its prompt (its attention reads its table);
+several must all be new prompts (no token computed before the chunk: each attends to its own
+rows) and fit a captured key (G >= n, S >= their longest chunk). Its result, request by request,
+is the eager runner's: the token after the last input (nothing for a chunk that does not end its
+prompt), the state after the last input in slot 0, the drafter's context, and the drafts when
+the chunk ends the prompt and the tables have room.
 
 Why: an eager prefill pass launches about 2,800 ATen ops at the 2b shapes whatever its length,
-so the first token of one 512-token prompt, and the short last prompt chunk of a c = 32 wave's
-third step, wait for the host's launches (benchmarks/NOTES.md); one replay launches none.
+so the first token of one 512-token prompt, the short last prompt chunk of a c = 32 wave's third
+step, and the first steps of a rung's prompts (c prompts at once: 16 x 512 tokens at c = 32) wait
+for the host's launches (benchmarks/NOTES.md); one replay launches none.
 """
 
 from __future__ import annotations
@@ -35,10 +42,12 @@ from engine_under_test.runtime.prefill_fills import PrefillFills
 from engine_under_test.runtime.step_geometry import StepGeometry
 from engine_under_test.runtime.step_graphs import CaptureMeter
 
-# NOTE: up to 512 tokens, where an eager pass waits on the host's launches more than on the device
-# (a 512-token prompt at the 2b shapes: about 5 ms of device work against 48 - 53 ms to its first
-# token); a longer chunk runs eagerly, and the graph pool holds no larger pass's activations
+# NOTE: up to 512 tokens a sequence: a longer chunk runs eagerly (its pass is bound by the device,
+# not the host's launches), and the graph pool holds no larger sequence's activations
 DEFAULT_PREFILL_BUCKETS = (64, 128, 256, 512)
+# NOTE: sequences a pass, in powers of two; 16 x 512 is the 2b case's whole step budget (8,192), so
+# the pool holds the activations of one step of the budget, which an eager step of it would hold too
+DEFAULT_PREFILL_SEQS = (1, 2, 4, 8, 16)
 
 
 def prefill_buckets(max_num_batched_tokens: int) -> tuple[int, ...]:
@@ -48,96 +57,115 @@ def prefill_buckets(max_num_batched_tokens: int) -> tuple[int, ...]:
     return tuple(sorted({b for b in DEFAULT_PREFILL_BUCKETS if b < largest} | {largest}))
 
 
+def prefill_seq_buckets(max_num_seqs: int) -> tuple[int, ...]:
+    """DEFAULT_PREFILL_SEQS up to max_num_seqs (a step never holds more requests)."""
+    return tuple(g for g in DEFAULT_PREFILL_SEQS if g <= max_num_seqs)
+
+
 class PrefillGraphs:
-    def __init__(self, runner, buckets: tuple[int, ...], max_model_len: int):
+    def __init__(self, runner, buckets: tuple[int, ...], max_model_len: int, seq_buckets: tuple[int, ...] = (1,),
+                 max_tokens: int | None = None):
         if not buckets or min(buckets) < 1:
             raise ValueError(f"prefill graphs: buckets must be positive token counts, got {buckets!r}")
+        if 1 not in seq_buckets or min(seq_buckets) < 1:
+            raise ValueError(f"prefill graphs: sequence buckets must be positive and hold 1, got {seq_buckets!r}")
         self.runner = runner
         self.buckets = tuple(sorted(set(buckets)))
+        limit = max_tokens if max_tokens is not None else self.buckets[-1]
+        self.keys = tuple(sorted((G, S) for G in set(seq_buckets) for S in self.buckets if G == 1 or G * S <= limit))
+        self.seq_buckets = tuple(sorted({G for G, _ in self.keys}))
         self.geometry = StepGeometry.of(runner, (1,), max_model_len)
         self.backend: str | None = None
         self.buffers: PrefillBuffers | None = None      # these three after `capture`
         self.bodies: PrefillBodies | None = None
         self.fills: PrefillFills | None = None
-        self.graphs: dict[int, "torch.cuda.CUDAGraph | None"] = {}
+        self.graphs: dict[tuple[int, int], "torch.cuda.CUDAGraph | None"] = {}
         self.captured_bytes = 0
         self.enabled = True
         self.num_passes = 0                 # passes run on the graphs (or their bodies off CUDA)
 
     @torch.inference_mode()
     def capture(self, pool=None) -> None:
-        """CUDA: the buffers and one graph per bucket, in `pool` (a graph pool handle; a new one
+        """CUDA: the buffers and one graph per key, in `pool` (a graph pool handle; a new one
         if None). Elsewhere: only the buffers; passes then run the bodies eagerly."""
         dev = self.runner.device
         meter = CaptureMeter(dev) if dev.type == "cuda" else None    # the buffers count as capture's
-        self.buffers = PrefillBuffers(self.runner, self.geometry, self.buckets[-1])
+        self.buffers = PrefillBuffers(self.runner, self.geometry, self.seq_buckets[-1],
+                                      max(G * S for G, S in self.keys))
         self.bodies = PrefillBodies(self.runner, self.geometry, self.buffers)
         self.fills = PrefillFills(self.runner, self.geometry, self.buffers)
         self.backend = self.runner.target.gdn_backend
-        self.graphs = {S: None for S in self.buckets}
+        self.graphs = {key: None for key in self.keys}
         if meter is None:
             return
         self.buffers.reset()
         pool = torch.cuda.graph_pool_handle() if pool is None else pool
         side = torch.cuda.Stream(dev)
-        for S in sorted(self.buckets, reverse=True):
+        for G, S in sorted(self.keys, key=lambda key: (key[0] * key[1], key), reverse=True):
             side.wait_stream(torch.cuda.current_stream(dev))
             with torch.cuda.stream(side):            # warm-up: compilation, autotuning, handles
                 for _ in range(2):
-                    self.bodies.run(S)
+                    self.bodies.run(G, S)
             torch.cuda.current_stream(dev).wait_stream(side)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool):
-                self.bodies.run(S)
-            self.graphs[S] = graph
+                self.bodies.run(G, S)
+            self.graphs[(G, S)] = graph
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()
         self.captured_bytes = meter.allocator_bytes()
 
-    def bucket_for(self, num_tokens: int) -> int:
-        return next(S for S in self.buckets if S >= num_tokens)
+    def key_for(self, reqs) -> tuple[int, int] | None:
+        """The captured key (G, S) that runs `reqs` (the smallest G, then S, that holds them), or None."""
+        n, longest = len(reqs), max(sr.num_scheduled_tokens for sr in reqs)
+        return next(((G, S) for G, S in sorted(self.graphs) if G >= n and S >= longest), None)
 
     def can_run(self, reqs, params) -> bool:
-        if not (self.enabled and self.graphs and len(reqs) == 1 and self.runner.target.gdn_backend == self.backend):
-            return False
-        sr = reqs[0]
-        if sr.spec_token_ids or not 0 < sr.num_scheduled_tokens <= self.buckets[-1]:
-            return False
-        if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:
+        if not (self.enabled and self.graphs and reqs and self.runner.target.gdn_backend == self.backend):
             return False
         geo = self.geometry
-        return (all(len(sr.block_ids[g]) <= geo.W for g in geo.attn_gids)
-                and all(len(sr.state_block_ids[s]) >= 1 for s in geo.state_gids))
+        for sr in reqs:
+            if sr.spec_token_ids or not 0 < sr.num_scheduled_tokens <= self.buckets[-1]:
+                return False
+            if not sr.is_prefill_chunk and not params[sr.req_id].is_greedy:
+                return False
+            if len(reqs) > 1 and sr.num_computed_tokens != 0:      # several: new prompts only (own keys)
+                return False
+            if (any(len(sr.block_ids[g]) > geo.W for g in geo.attn_gids)
+                    or any(len(sr.state_block_ids[s]) < 1 for s in geo.state_gids)):
+                return False
+        return self.key_for(reqs) is not None
 
-    def launch(self, sr) -> "LaunchedPrefill":
-        """Fill the buffers with `sr`'s pass and replay its bucket's graph (off CUDA: run the
+    def launch(self, reqs) -> "LaunchedPrefill":
+        """Fill the buffers with `reqs`' pass and replay its key's graph (off CUDA: run the
         body); the result's read is enqueued, not waited for."""
-        S = self.bucket_for(sr.num_scheduled_tokens)
-        drafting = self.fills.fill(sr, S)
-        graph = self.graphs[S]
+        G, S = self.key_for(reqs)
+        drafting = self.fills.fill(reqs, G, S)
+        graph = self.graphs[(G, S)]
         if graph is None:
-            self.bodies.run(S)
+            self.bodies.run(G, S)
         else:
             graph.replay()
         self.num_passes += 1
-        return LaunchedPrefill(sr, self.buffers.tokens.read_async(), drafting)
+        return LaunchedPrefill(list(reqs), self.buffers.tokens.read_async(), drafting)
 
     def collect(self, step: "LaunchedPrefill", result):
-        """Waits for the pass (its one sync) and fills `result` as the eager runner does: the
-        token when the chunk ends its prompt (a verify of no drafts), the drafts when it drafted."""
-        rows = step.pending.rows(1)
-        sr = step.sr
-        result.sampled[sr.req_id] = [] if sr.is_prefill_chunk else [int(rows.argmax[0, 0])]
-        if not sr.is_prefill_chunk:
-            result.observe_verify(sr.req_id, 0, 0)
-        if step.drafting:
-            result.drafts[sr.req_id] = rows.drafts[0].tolist()
+        """Waits for the pass (its one sync) and fills `result` as the eager runner does: each
+        request's token when its chunk ends its prompt (a verify of no drafts), its drafts when it
+        drafted."""
+        rows = step.pending.rows(len(step.reqs))
+        for i, sr in enumerate(step.reqs):
+            result.sampled[sr.req_id] = [] if sr.is_prefill_chunk else [int(rows.argmax[i, 0])]
+            if not sr.is_prefill_chunk:
+                result.observe_verify(sr.req_id, 0, 0)
+            if step.drafting[i]:
+                result.drafts[sr.req_id] = rows.drafts[i].tolist()
         return result
 
 
 class LaunchedPrefill:
-    """A prefill pass enqueued on the device: its request, the pending read of its token and
-    drafts, and whether the drafts are the request's next ones."""
+    """A prefill pass enqueued on the device: its requests, the pending read of their tokens and
+    drafts, and which requests' drafts are their next ones."""
 
-    def __init__(self, sr, pending, drafting: bool):
-        self.sr, self.pending, self.drafting = sr, pending, drafting
+    def __init__(self, reqs, pending, drafting: list[bool]):
+        self.reqs, self.pending, self.drafting = reqs, pending, drafting

@@ -29,8 +29,8 @@ With captured graphs (`capture_decode_graphs`) a uniform decode step runs on the
 mixed step (decode rows beside prompt chunks) runs as two passes over disjoint sequences: its
 decode rows on the graphs, its prompt chunks through the eager path above (`DecodeGraphs.split`).
 With prefill graphs too (`capture_prefill_graphs`), a step, or a mixed step's part past its
-decode rows, that is one request's prompt chunk of at most the largest bucket runs on them
-(`PrefillGraphs.can_run`). A step's result is the same request by request whichever path runs
+decode rows, that is one request's prompt chunk, or new prompts' chunks, of at most the largest
+bucket each runs on them (`PrefillGraphs.can_run`). A step's result is the same request by request whichever path runs
 it; only what no graph covers is launched op by op.
 """
 
@@ -121,13 +121,15 @@ class ModelRunner:
         self.graphs.capture()
         return self.graphs.captured_bytes
 
-    def capture_prefill_graphs(self, buckets: tuple[int, ...], max_model_len: int) -> int:
-        """Capture one request's prefill pass at `buckets` tokens (runtime/prefill_graphs.py), in
-        the decode graphs' memory pool when they were captured; returns the bytes capture added
-        to the device allocator (0 off CUDA, where the same fixed-shape body runs eagerly)."""
+    def capture_prefill_graphs(self, buckets: tuple[int, ...], max_model_len: int, seq_buckets: tuple[int, ...] = (1,),
+                               max_tokens: int | None = None) -> int:
+        """Capture the prefill pass of up to G requests at S tokens each (runtime/prefill_graphs.py:
+        S in `buckets`, G in `seq_buckets`, G x S <= max_tokens for G > 1), in the decode graphs'
+        memory pool when they were captured; returns the bytes capture added to the device
+        allocator (0 off CUDA, where the same fixed-shape body runs eagerly)."""
         from engine_under_test.runtime.prefill_graphs import PrefillGraphs
 
-        self.prefill_graphs = PrefillGraphs(self, buckets, max_model_len)
+        self.prefill_graphs = PrefillGraphs(self, buckets, max_model_len, seq_buckets, max_tokens)
         self.prefill_graphs.capture(self.graphs.captured.pool if self.graphs is not None else None)
         return self.prefill_graphs.captured_bytes
 
@@ -243,12 +245,12 @@ class ModelRunner:
         return result
 
     def _execute_rest(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
-        """What the decode graphs do not run: one request's prompt chunk on the prefill graphs
-        when they take it, else the eager pass."""
+        """What the decode graphs do not run: prompt chunks on the prefill graphs when they take
+        them (one request's, or several new prompts'), else the eager pass."""
         prefill = self.prefill_graphs
         if prefill is None or not prefill.can_run(reqs, params):
             return self._execute_eager(reqs, params, generators, acceptance)
-        result = prefill.collect(prefill.launch(reqs[0]), StepResult())
+        result = prefill.collect(prefill.launch(reqs), StepResult())
         accepted = {sr.req_id: 0 for sr in reqs if result.sampled[sr.req_id]}
         self._remember_states(reqs, accepted)
         result.drafts = self._adjust_drafts(reqs, accepted, result.drafts)

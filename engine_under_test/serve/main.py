@@ -60,6 +60,7 @@ def main(argv: list[str] | None = None, wrap_engine: Callable[[Any], Any] | None
     prefill = engine.runner.prefill_graphs
     if prefill is not None and any(g is not None for g in prefill.graphs.values()):     # captured (CUDA)
         print(f"{PREFIX} prefill graphs: buckets={','.join(map(str, prefill.buckets))} "
+              f"sequences={','.join(map(str, prefill.seq_buckets))} graphs={len(prefill.graphs)} "
               f"allocator_bytes={prefill.captured_bytes}", flush=True)
     if engine.prefill_graphs_failure:
         print(f"{PREFIX} prefill graphs: not captured, prompt chunks run eagerly ({engine.prefill_graphs_failure})",

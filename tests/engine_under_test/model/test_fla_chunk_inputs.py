@@ -19,9 +19,10 @@ import types
 import pytest
 import torch
 
-from engine_under_test.model.gated_delta_net import (CHUNK_MIN_TOKENS, FLA_CHUNK_TOKENS, chunk_gated_delta_rule,
-                                                     fla_chunk_inputs, fla_gated_delta_rule, l2norm_float32,
-                                                     varlen_packing)
+from engine_under_test.model.gated_delta_net import (CHUNK_MIN_TOKENS, FLA_CHUNK_TOKENS, PLAIN_BATCH,
+                                                     chunk_gated_delta_rule, fla_chunk_inputs, fla_gated_delta_rule,
+                                                     l2norm_float32, varlen_packing)
+from engine_under_test.model.static_batch import StaticBatch
 
 
 def _inputs(G, L, hk=2, hv=4, dk=16, dv=8, seed=0, dtype=torch.bfloat16):
@@ -81,6 +82,19 @@ def test_a_given_packing_is_passed_as_it_is():
     packing = varlen_packing(2, 70, torch.device("cpu"))
     args = fla_chunk_inputs(q, k, v, g, beta, s0, packing)
     assert args["cu_seqlens"] is packing.cu_seqlens and args["chunk_indices"] is packing.chunk_indices
+
+
+def test_a_captured_pass_hands_fla_its_plain_batch():
+    # a static batch (a CUDA graph's pass) answers the layer's packing with PLAIN_BATCH: no host-built
+    # tensor inside a capture, and fla sees G sequences of L tokens with no cu_seqlens to cache from
+    G, L = 3, 70
+    batch = StaticBatch(G, L, 16, True, torch.zeros(G * L, dtype=torch.long), torch.ones(G, dtype=torch.long), {}, {})
+    assert batch.memo(("fla_varlen", G, L), lambda: pytest.fail("a packing built for a static batch")) is PLAIN_BATCH
+    q, k, v, g, beta, s0 = _inputs(G, L)
+    args = fla_chunk_inputs(q, k, v, g, beta, s0, PLAIN_BATCH)
+    assert "cu_seqlens" not in args and "chunk_indices" not in args and args["use_qk_l2norm_in_kernel"] is False
+    assert torch.equal(args["q"], l2norm_float32(q)) and torch.equal(args["k"], l2norm_float32(k))
+    assert args["v"] is v and args["g"] is g and args["beta"] is beta and args["initial_state"] is s0
 
 
 def test_l2norm_float32_matches_the_torch_reference():

@@ -18,7 +18,7 @@ import torch
 from engine_under_test.config import EngineConfig
 from engine_under_test.memory.planner import plan_memory
 from engine_under_test.model.forward_batch import ForwardBatch
-from engine_under_test.model.gated_delta_net import (chunk_gated_delta_rule, fla_gated_delta_rule,
+from engine_under_test.model.gated_delta_net import (PLAIN_BATCH, chunk_gated_delta_rule, fla_gated_delta_rule,
                                                      recurrent_gated_delta_rule, varlen_packing)
 from engine_under_test.model.weights import load_target
 from engine_under_test.pool import UnifiedPool
@@ -95,7 +95,8 @@ def test_fla_kernels_match_the_reference():
         q, k, v, g, beta, s0 = _inputs(G, L, 4, 8, 128, 128, 2, torch.bfloat16)
         ref_o, ref_s = chunk_gated_delta_rule(q.double(), k.double(), v.double(), g.double(), beta.double(),
                                               s0.double())
-        for packing in (None, varlen_packing(G, L, q.device)):      # built by the wrapper, or by the pass
+        # built by the wrapper, or by the pass, or fla's plain batch of G (a captured pass of several prompts)
+        for packing in (None, varlen_packing(G, L, q.device), PLAIN_BATCH):
             o, s = fla_gated_delta_rule(q, k, v, g, beta, s0, save_all_states=False, packing=packing)
             assert _rel(o, ref_o) < 2e-2 and _rel(s, ref_s) < 2e-2, (G, L, _rel(o, ref_o), _rel(s, ref_s))
     # float32 through the recurrent kernel (decode-sized and prefill-sized), and per position

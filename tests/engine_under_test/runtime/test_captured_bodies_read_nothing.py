@@ -70,7 +70,7 @@ class HostReads(TorchDispatchMode):
 def _engine(tiny_checkpoints, k: int):
     target, draft = tiny_checkpoints
     return LLM(target, {"method": "dflash", "model": str(draft), "num_speculative_tokens": k}, max_num_seqs=4,
-               max_model_len=256, max_num_batched_tokens=96, kv_cache_memory_bytes=12 * 2**20,
+               max_model_len=256, max_num_batched_tokens=256, kv_cache_memory_bytes=12 * 2**20,
                enforce_eager=False).engine
 
 
@@ -87,12 +87,13 @@ def test_the_prefill_pass_reads_nothing_back(tiny_checkpoints, k):
     rng = random.Random(k)
     eng.add_request("r", [rng.randrange(2, 1000) for _ in range(70)], SamplingParams(max_tokens=4, temperature=0))
     sr = eng.scheduler.schedule().scheduled[0]
-    for S in prefill.buckets:                          # a real pass in each: pad rows, drafting when it ends the prompt
+    assert any(G > 1 for G, _ in prefill.keys)
+    for G, S in prefill.keys:                          # a real pass in each: pad rows, drafting when it ends the prompt
         n = min(sr.num_scheduled_tokens, S - 5)
         chunk = replace(sr, token_ids=sr.token_ids[:n], num_scheduled_tokens=n, is_prefill_chunk=n < 70)
-        with torch.inference_mode():
-            prefill.fills.fill(chunk, S)
-        assert _reads(lambda: prefill.bodies.run(S)) == [], S
+        with torch.inference_mode():                   # G > 1: one sequence short of G (a pad sequence)
+            prefill.fills.fill([chunk] * max(1, G - 1), G, S)
+        assert _reads(lambda: prefill.bodies.run(G, S)) == [], (G, S)
 
 
 @pytest.mark.parametrize("k", [4, 8])

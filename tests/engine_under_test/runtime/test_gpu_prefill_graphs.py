@@ -5,10 +5,13 @@ computes what the eager pass computes.
   holds a graph, and greedy speculative output with prompts one at a time (each prefilled by a
   replay, a 150-token prompt in two chunks) and together equals the eager non-speculative
   output, with the real drafter and with scripted drafts (every accepted-prefix length).
+- Several new prompts at once (tiny shapes, float32): the keys (G, S) with G > 1 are captured, four
+  prompts run as one replay, and greedy speculative output equals the eager non-speculative output.
 - The 2b shapes in bf16 (seeded dummy weights), one 500-token prompt (bucket 512, 12 pad rows
-  through fla's chunked kernel): after the pass every block but the null block holds what the
-  eager pass wrote (K/V, recurrent and conv states, the drafter's context), within bf16's
-  rounding (relative error per layer, over the blocks the request holds in the layer's group), and
+  through fla's chunked kernel), and three prompts of 500, 300 and 120 tokens at once (key (4, 512):
+  a pad sequence, fla's plain batch of 4): after the pass every block but the null block holds what
+  the eager pass wrote (K/V, recurrent and conv states, the drafter's context), within bf16's
+  rounding (relative error per layer, over the blocks the requests hold in the layer's group), and
   every other block but the null block is untouched.
 """
 
@@ -62,7 +65,7 @@ def test_prefill_graphs_are_captured_and_lossless_on_cuda(tiny_checkpoints, refe
     target, draft = tiny_checkpoints
     llm = _tiny(target, draft, k)
     prefill = llm.engine.runner.prefill_graphs
-    assert prefill.buckets == (64, 96)
+    assert prefill.buckets == (64, 96) and prefill.keys == ((1, 64), (1, 96))     # 2 x 64 is over the budget
     assert all(isinstance(g, torch.cuda.CUDAGraph) for g in prefill.graphs.values())
     assert _outputs(llm, together=False) == reference
     assert prefill.num_passes == 5                  # four prompts, one of them in two chunks
@@ -92,33 +95,67 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
 
 
-def test_a_2b_prefill_replay_leaves_the_eager_pool():
+@pytest.mark.parametrize("k", [4, 8])
+def test_prompts_together_run_one_captured_pass_and_are_lossless_on_cuda(tiny_checkpoints, reference, k):
+    # a step budget of 256: keys (2, 64), (2, 128), (4, 64); four prompts of at most 64 tokens are one
+    # replay of (4, 64); the module's prompts (70, 150, 23, 5: one of 150 tokens) stay eager together
+    target, draft = tiny_checkpoints
+    llm = LLM(target, {"method": "dflash", "model": str(draft), "num_speculative_tokens": k}, max_num_seqs=4,
+              max_model_len=256, max_num_batched_tokens=256, device="cuda", dtype="float32",
+              kv_cache_memory_bytes=24 * 2**20)
+    prefill = llm.engine.runner.prefill_graphs
+    assert [key for key in prefill.keys if key[0] > 1] == [(2, 64), (2, 128), (4, 64)]
+    assert all(isinstance(g, torch.cuda.CUDAGraph) for g in prefill.graphs.values())
+    short = [(23, 3), (5, 4), (40, 5), (60, 6)]
+    prompts = [_prompt(n, seed) for n, seed in short]
+    params = [SamplingParams(max_tokens=n, temperature=0, ignore_eos=True) for n in (12, 10, 30, 9)]
+    eager = LLM(target, None, max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256, device="cuda",
+                dtype="float32", kv_cache_memory_bytes=24 * 2**20, enforce_eager=True)
+    expected = [o.output_token_ids for o in eager.generate(prompts, params)]
+    before = prefill.num_passes
+    assert [o.output_token_ids for o in llm.generate(prompts, params)] == expected
+    assert prefill.num_passes == before + 1                   # the four prompts: one replay of (4, 64)
+    assert _outputs(llm, together=True) == reference
+
+
+PASSES_2B = {"one prompt": ((500,), 1024), "three prompts": ((500, 300, 120), 2048)}
+
+
+@pytest.mark.parametrize("lengths, budget", PASSES_2B.values(), ids=PASSES_2B.keys())
+def test_a_2b_prefill_replay_leaves_the_eager_pool(lengths, budget):
     target, draft = MODELS_DIR / "qwen35-2b-shaped", MODELS_DIR / "qwen35-2b-dflash-shaped"
     spec = {"method": "dflash", "model": str(draft), "num_speculative_tokens": 8}
     engines = []
     for enabled in (True, False):
-        llm = LLM(target, spec, max_num_seqs=4, max_model_len=1024, max_num_batched_tokens=1024, device="cuda",
-                  load_format="dummy", kv_cache_memory_bytes=2 * 2**30)
+        llm = LLM(target, spec, max_num_seqs=4, max_model_len=1024, max_num_batched_tokens=budget, device="cuda",
+                  load_format="dummy", kv_cache_memory_bytes=3 * 2**30)
         llm.engine.runner.prefill_graphs.enabled = enabled
-        llm.engine.add_request("r", _prompt(500, 9), SamplingParams(max_tokens=4, temperature=0, ignore_eos=True))
+        for i, n in enumerate(lengths):
+            llm.engine.add_request(f"r{i}", _prompt(n, 9 + i), SamplingParams(max_tokens=4, temperature=0,
+                                                                              ignore_eos=True))
         llm.engine.step()
         engines.append(llm)
     on, off = (e.engine.runner for e in engines)
     assert on.prefill_graphs.num_passes == 1 and off.prefill_graphs.num_passes == 0
-    assert on.prefill_graphs.graphs[512] is not None
+    G = 1 if len(lengths) == 1 else 4
+    assert on.prefill_graphs.graphs[(G, 512)] is not None
     # a block's bytes are one layer group's at a time (the groups share page slots): each layer is read at the
-    # blocks its group gave the request, never at another group's bytes seen through its dtype
-    blocks = [e.engine.scheduler.kv.blocks_of("r") for e in engines]
-    assert blocks[0] == blocks[1]
+    # blocks its group gave each request, never at another group's bytes seen through its dtype
+    blocks = {}
+    for i in range(len(lengths)):
+        mine, theirs = (e.engine.scheduler.kv.blocks_of(f"r{i}") for e in engines)
+        assert mine == theirs
+        for gid, ids in mine.items():
+            blocks.setdefault(gid, []).extend(ids)
     for name, cache in {**on.kv, **on.state}.items():
         other = {**off.kv, **off.state}[name]
-        ids = torch.tensor([b for b in blocks[0][cache.group_id] if b != 0], device=cache.first.device)
+        ids = torch.tensor([b for b in blocks[cache.group_id] if b != 0], device=cache.first.device)
         assert len(ids), name
         for a, b in ((cache.first[ids], other.first[ids]), (cache.second[ids], other.second[ids])):
             assert (b != 0).any(), name
             assert _rel(a, b) < 2e-2, (name, _rel(a, b))
-    # and no block the request does not hold (the null block aside) was written by either pass
-    held = sorted({b for ids in blocks[0].values() for b in ids} | {0})
+    # and no block the requests do not hold (the null block aside) was written by either pass
+    held = sorted({b for ids in blocks.values() for b in ids} | {0})
     for e in engines:
         raw = e.engine.plan.pool.tensor
         rest = torch.ones(raw.shape[1], dtype=torch.bool, device=raw.device)

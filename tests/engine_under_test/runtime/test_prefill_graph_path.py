@@ -50,12 +50,15 @@ def _greedy(n: int) -> SamplingParams:
 
 class _Recorder:
     """Every step's result (sampled, drafts, counts) and, with prefill graphs, which passes ran on
-    them: (is a chunk that does not end its prompt, tokens computed before it, decode rows beside it)."""
+    them: one request's as (is a chunk that does not end its prompt, tokens computed before it,
+    decode rows beside it); several requests' in `multi` as (requests, their chunks' lengths, how
+    many do not end their prompt, decode rows beside them)."""
 
     def __init__(self, llm):
         runner = llm.engine.runner
         self.steps: list[tuple] = []
         self.passes: list[tuple[bool, int, int]] = []
+        self.multi: list[tuple[int, tuple[int, ...], int, int]] = []
         execute = runner.execute
 
         def recorded(out, *a, **kw):
@@ -67,10 +70,14 @@ class _Recorder:
         prefill = runner.prefill_graphs
         launch = prefill.launch
 
-        def launched(sr):
-            decode_rows = sum(1 for r in self._out.scheduled if r.num_scheduled_tokens > 0) - 1
-            self.passes.append((sr.is_prefill_chunk, sr.num_computed_tokens, decode_rows))
-            return launch(sr)
+        def launched(reqs):
+            decode_rows = sum(1 for r in self._out.scheduled if r.num_scheduled_tokens > 0) - len(reqs)
+            if len(reqs) == 1:
+                self.passes.append((reqs[0].is_prefill_chunk, reqs[0].num_computed_tokens, decode_rows))
+            else:
+                self.multi.append((len(reqs), tuple(sr.num_scheduled_tokens for sr in reqs),
+                                   sum(sr.is_prefill_chunk for sr in reqs), decode_rows))
+            return launch(reqs)
         prefill.launch = launched
         schedule = llm.engine.scheduler.schedule
 
