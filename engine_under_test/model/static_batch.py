@@ -140,7 +140,9 @@ def _own_keys(q: torch.Tensor, batch: StaticBatch, k_cache: torch.Tensor, v_cach
     T, H, D = q.shape
     blk, row = batch.slot_mapping(group_id)
     keys, values = k_cache[blk, row].to(q.dtype), v_cache[blk, row].to(q.dtype)       # [T, Hkv, D]
-    rep = H // keys.shape[1]
-    keys, values = (x.view(B, L, -1, D).transpose(1, 2).repeat_interleave(rep, dim=1) for x in (keys, values))
+    hkv = keys.shape[1]
+    # [T, Hkv, D] -> [B, H, L, D], KV head j repeated for query heads j rep .. j rep + rep - 1 (an expand: no sync)
+    keys, values = (x.view(B, L, hkv, 1, D).expand(B, L, hkv, H // hkv, D).reshape(B, L, H, D).transpose(1, 2)
+                    for x in (keys, values))
     o = F.scaled_dot_product_attention(q.view(B, L, H, D).transpose(1, 2), keys, values, is_causal=True, scale=scale)
     return o.transpose(1, 2).reshape(T, H, D)
