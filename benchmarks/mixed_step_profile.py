@@ -4,12 +4,13 @@
     python benchmarks/mixed_step_profile.py --tiny --device cpu    # the script itself, on a CPU
 
 The served ladder's c = 32 rung sends 32 prompts of 512 tokens at once; with a step budget of 8,192
-tokens the engine prefills them over two mixed steps and a short third one (the first two eager, the
-third's one prompt chunk on a prefill graph), before the captured decode steps. This runs that wave in-process on the
+tokens the engine prefills them over two steps and a short third one (each step's prompt chunks one
+prefill graph replay: 16 new prompts, then 16 beside the decode rows, then one request's last chunk),
+before the captured decode steps. This runs that wave in-process on the
 engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` times and prints, per
 step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
 (prompt and decode rows), whether a captured graph ran it (whole, or its decode rows beside an eager
-pass over its prompt chunks: a split mixed step; a prompt chunk of one request on a prefill graph),
+pass over its prompt chunks: a split mixed step; prompt chunks on a prefill graph),
 and the ATen ops it dispatched, eager and in the fixed-shape passes (`--whole-mixed-steps` runs mixed
 steps as one eager pass, `--equal-length-groups` groups only equal query lengths, `--eager-prefill`
 runs every prompt chunk eagerly: each as before, to compare; `--concurrency 1` is one prompt's
@@ -141,7 +142,7 @@ class _StepLog:
         self.rows.append(row)
         before = self.prefill_passes
         result = self._execute(out, *a, **kw)
-        row["prefill_captured"] = self.prefill_passes > before     # its prompt chunk was one graph replay
+        row["prefill_captured"] = self.prefill_passes > before     # its prompt chunks were one graph replay
         return result
 
 
@@ -251,19 +252,20 @@ def _by_kind(kernel_us: collections.Counter) -> collections.Counter:
 
 
 def _chunk_histogram(steps: list[dict]) -> str:
-    """How many steps held 1, 2, ... prompt chunks (0: decode only), and how many of the steps of
-    one chunk ran it on a prefill graph."""
+    """How many steps held 1, 2, ... prompt chunks (0: decode only), and how many of them ran their
+    chunks as one prefill graph replay, by chunks."""
     counts = collections.Counter(s.get("prompt_chunks", 0) for s in steps)
-    on_graph = sum(1 for s in steps if s.get("prompt_chunks") == 1 and s.get("prefill_captured"))
+    on_graph = collections.Counter(s.get("prompt_chunks") for s in steps if s.get("prefill_captured"))
     return (", ".join(f"{n} chunk{'s' if n != 1 else ''}: {c}" for n, c in sorted(counts.items()))
-            + f" (one chunk on a prefill graph: {on_graph})")
+            + " (on a prefill graph: " + (", ".join(f"{n} chunk{'s' if n != 1 else ''}: {c}"
+                                                   for n, c in sorted(on_graph.items())) or "none") + ")")
 
 
 def _eager_step_line(s: dict) -> str:
     """One eager step of a plain wave: wall time, tokens, captured decode rows, ATen ops."""
     decode = s.get("tokens", 0) - s.get("prompt_tokens", 0)
     captured = f", {s['captured_rows_beside_eager']} decode rows captured" if s.get("captured_rows_beside_eager") else ""
-    captured += ", its prompt chunk on a prefill graph" if s.get("prefill_captured") else ""
+    captured += ", its prompt chunks on a prefill graph" if s.get("prefill_captured") else ""
     fixed = s["aten_ops"] - s["eager_aten_ops"]
     memory = (f"; peak {s['peak_allocated_mib']:.0f} MiB of activations, "
               f"reservation +{s['reserved_growth_mib']:.0f} MiB" if "peak_allocated_mib" in s else "")
