@@ -30,8 +30,8 @@ mixed step (decode rows beside prompt chunks) runs as two passes over disjoint s
 decode rows on the graphs, its prompt chunks through the eager path above (`DecodeGraphs.split`).
 With prefill graphs too (`capture_prefill_graphs`), a step, or a mixed step's part past its
 decode rows, that is one request's prompt chunk, or new prompts' chunks, of at most the largest
-bucket each runs on them (`PrefillGraphs.can_run`). A step's result is the same request by request whichever path runs
-it; only what no graph covers is launched op by op.
+bucket each runs on them (`PrefillGraphs.can_run`). A step's result is the same request by request
+whichever path runs it; only what no graph covers is launched op by op.
 """
 
 from __future__ import annotations
