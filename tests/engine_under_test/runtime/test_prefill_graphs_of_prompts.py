@@ -108,11 +108,11 @@ def _script(llm) -> dict[str, list[int]]:
     return outputs
 
 
-def test_prompt_keys_fit_the_step_budget():
+def test_sequence_buckets_stop_at_max_num_seqs_and_hold_one():
     assert prefill_seq_buckets(32) == (1, 2, 4, 8, 16) and prefill_seq_buckets(4) == (1, 2, 4)
-    keys = PrefillGraphs.__new__(PrefillGraphs)        # the keys only: no runner needed before `geometry`
-    with pytest.raises(ValueError, match="sequence buckets"):
-        PrefillGraphs.__init__(keys, None, (64,), 256, seq_buckets=(2, 4))
+    assert prefill_seq_buckets(1) == (1,)
+    with pytest.raises(ValueError, match="sequence buckets"):     # refused before the runner is read
+        PrefillGraphs(None, (64,), 256, seq_buckets=(2, 4))
 
 
 @pytest.mark.parametrize("k", [4, 8])
