@@ -118,7 +118,7 @@ class PrefillGraphs:
     def key_for(self, reqs) -> tuple[int, int] | None:
         """The captured key (G, S) that runs `reqs` (the smallest G, then S, that holds them), or None."""
         n, longest = len(reqs), max(sr.num_scheduled_tokens for sr in reqs)
-        return next(((G, S) for G, S in sorted(self.graphs) if G >= n and S >= longest), None)
+        return next(((G, S) for G, S in self.keys if G >= n and S >= longest), None)     # keys: sorted
 
     def can_run(self, reqs, params) -> bool:
         if not (self.enabled and self.graphs and reqs and self.runner.target.gdn_backend == self.backend):
