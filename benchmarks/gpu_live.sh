@@ -4,7 +4,8 @@
 #   bash benchmarks/gpu_live.sh OUT STEP...
 #
 #   install      reassemble the oracle pack from $STASH/*/part-* (a tar of `conformance envs pack vllm` split in
-#                pieces), run its install.sh into /tmp/vllm-pack/site, and install the framework's own
+#                pieces by benchmarks/gpu_pieces.sh, checked against its pack.sha256 when sent), run its
+#                install.sh into /tmp/vllm-pack/site, and install the framework's own
 #                needs (wheels in $STASH/*/fw/*.whl) into /tmp/fw-site
 #   install-fw   only the framework's own needs, from $FW_WHEELS (a glob of wheels), for steps without vLLM
 #   install-sglang  reassemble SGLang's pack from $STASH/s*/spart-* (a tar of `conformance envs pack sglang`
@@ -117,6 +118,13 @@ for step in "$@"; do
   case "$step" in
     install)
       mkdir -p "$PACK" /tmp/fw-site
+      # a piece missing or cut short: the checksum gpu_pieces.sh sent along says so before tar does
+      for sum in "$STASH"/*/pack.sha256; do
+        [ -f "$sum" ] || continue
+        [ "$(cat "$STASH"/*/part-* | sha256sum | cut -d' ' -f1)" = "$(cat "$sum")" ] \
+          || { echo "the pieces $STASH/*/part-* do not join into the pack $sum names ($(ls "$STASH"/*/part-* | wc -l) pieces)"; exit 1; }
+        echo "pieces joined: checksum $(cut -c1-12 "$sum") matches"; break
+      done
       cat "$STASH"/*/part-* | tar xf - -C "$PACK" || exit 1
       bash "$PACK/install.sh" > "$OUT/install.log" 2>&1 || { tail -20 "$OUT/install.log"; exit 1; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fw-site "$STASH"/*/fw/*.whl || exit 1
