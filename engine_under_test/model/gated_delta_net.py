@@ -201,6 +201,28 @@ def fla_chunk_inputs(q, k, v, g, beta, state, packing: VarlenPacking | None = No
             "chunk_indices": packing.chunk_indices, "use_qk_l2norm_in_kernel": False}
 
 
+def warm_varlen_chunk(num_k_heads: int, num_v_heads: int, head_k_dim: int, head_v_dim: int,
+                      dtype: torch.dtype, device: torch.device) -> bool:
+    """fla's chunked rule once on a varlen batch of two sequences of FLA_CHUNK_TOKENS tokens at
+    these head shapes (zero inputs, a throwaway state), so that its varlen kernels are compiled and
+    autotuned now; True when it ran (half precision: float32 prefills take the recurrent kernel).
+
+    NOTE: why: the captured prefill passes give fla a plain batch (`PLAIN_BATCH`), and the eager
+    path packs several sequences as varlen, whose kernels are other compiled variants, each
+    autotuned on its first call. Once the graphs serve every prompt step a rung brings, that first
+    call comes with the first eager step of several prompt chunks: on one H200 a c = 32 wave whose
+    arrivals put a later chunk beside three new prompts stalled 46 s there."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        return False
+    G, L = 2, FLA_CHUNK_TOKENS
+    q = torch.zeros(G, L, num_k_heads, head_k_dim, dtype=dtype, device=device)
+    v = torch.zeros(G, L, num_v_heads, head_v_dim, dtype=dtype, device=device)
+    g = torch.zeros(G, L, num_v_heads, dtype=torch.float32, device=device)
+    state = torch.zeros(G, num_v_heads, head_k_dim, head_v_dim, dtype=torch.float32, device=device)
+    fla_gated_delta_rule(q, q.clone(), v, g, g.to(dtype), state, False, varlen_packing(G, L, device))
+    return True
+
+
 def fla_gated_delta_rule(q, k, v, g, beta, ssm_state, save_all_states: bool, packing: VarlenPacking | None = None):
     """fla-core kernels (fla maps value head h to key head h // (Hv / Hk), as repeat_interleave).
     NOTE: g and beta go by keyword: fused_recurrent's fourth and fifth parameters are g and gk.

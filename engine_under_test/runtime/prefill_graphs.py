@@ -8,8 +8,10 @@ buffers for the largest key and records, for each key (largest first), one graph
 pass (prefill_bodies.py: the target over G S rows, each sequence's last input's logits and
 argmax, with a drafter its context write and query blocks), in `pool` (the decode graphs',
 shared: the two never replay interleaved) after two warm-up runs on a side stream (Triton
-compilation and autotuning, fla's included); `captured_bytes` is what capture added to the
-device allocator's reservation. `can_run(reqs, params)` says whether a step (or the part of a
+compilation and autotuning, fla's included); with fla it then runs fla's varlen kernels once
+(`warm_varlen_chunk`: the eager path's, which no graph runs, so that their first call is not in
+the middle of serving); `captured_bytes` is what capture added to the device allocator's
+reservation. `can_run(reqs, params)` says whether a step (or the part of a
 mixed step the decode graphs do not run) is one the graphs run; `launch(reqs)` fills the
 buffers and replays, `collect(step, result)` reads the pass's tokens and drafts (one sync) into a
 `StepResult` as the eager runner fills it. Off CUDA nothing is captured and the same body runs
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import torch
 
+from engine_under_test.model.gated_delta_net import warm_varlen_chunk
 from engine_under_test.runtime.prefill_bodies import PrefillBodies
 from engine_under_test.runtime.prefill_buffers import PrefillBuffers
 from engine_under_test.runtime.prefill_fills import PrefillFills
@@ -83,6 +86,7 @@ class PrefillGraphs:
         self.captured_bytes = 0
         self.enabled = True
         self.num_passes = 0                 # passes run on the graphs (or their bodies off CUDA)
+        self.warmed_varlen = False          # whether capture ran fla's varlen kernels for the eager path
 
     @torch.inference_mode()
     def capture(self, pool=None) -> None:
@@ -111,6 +115,11 @@ class PrefillGraphs:
             with torch.cuda.graph(graph, pool=pool):
                 self.bodies.run(G, S)
             self.graphs[(G, S)] = graph
+        if self.backend == "fla":                    # the eager path's varlen kernels (warm_varlen_chunk)
+            cfg = self.runner.target.config
+            self.warmed_varlen = warm_varlen_chunk(cfg.linear_num_key_heads, cfg.linear_num_value_heads,
+                                                   cfg.linear_key_head_dim, cfg.linear_value_head_dim,
+                                                   self.runner.target.lm_head.weight.dtype, dev)
         torch.cuda.synchronize(dev)
         torch.cuda.empty_cache()
         self.captured_bytes = meter.allocator_bytes()

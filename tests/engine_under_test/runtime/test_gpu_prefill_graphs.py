@@ -7,6 +7,8 @@ computes what the eager pass computes.
   output, with the real drafter and with scripted drafts (every accepted-prefix length).
 - Several new prompts at once (tiny shapes, float32): the keys (G, S) with G > 1 are captured, four
   prompts run as one replay, and greedy speculative output equals the eager non-speculative output.
+- After capture in bf16 with fla, an eager step of two prompt chunks (fla's varlen call) compiles none
+  of fla's Triton kernels: capture ran them once (`warm_varlen_chunk`).
 - The 2b shapes in bf16 (seeded dummy weights), one 500-token prompt (bucket 512, 12 pad rows
   through fla's chunked kernel), and three prompts of 500, 300 and 120 tokens at once (key (4, 512):
   a pad sequence, fla's plain batch of 4): after the pass every block but the null block holds what
@@ -116,6 +118,31 @@ def test_prompts_together_run_one_captured_pass_and_are_lossless_on_cuda(tiny_ch
     assert [o.output_token_ids for o in llm.generate(prompts, params)] == expected
     assert prefill.num_passes == before + 1                   # the four prompts: one replay of (4, 64)
     assert _outputs(llm, together=True) == reference
+
+
+def test_an_eager_step_of_several_prompts_compiles_nothing_after_capture(tiny_checkpoints):
+    # bf16 with fla: capture ran fla's varlen kernels (warm_varlen_chunk), which no graph runs, so an eager
+    # step of two prompt chunks (a ragged group of 100 and 80 tokens: fla's varlen call) compiles and
+    # autotunes none of fla's kernels: their first call is not a stall in the middle of serving
+    knobs = pytest.importorskip("triton.knobs", reason="Triton's jit_cache_hook (Triton >= 3.4)")
+    llm = LLM(tiny_checkpoints[0], None, max_num_seqs=4, max_model_len=256, max_num_batched_tokens=256,
+              device="cuda", dtype="bfloat16", kv_cache_memory_bytes=24 * 2**20)
+    prefill = llm.engine.runner.prefill_graphs
+    assert llm.engine.runner.target.gdn_backend == "fla" and prefill.warmed_varlen
+    prefill.enabled = False                                   # the two prompts go eager, as one varlen call
+    compiled: list[str] = []
+
+    def record(**kw):
+        if str(kw["fn"].module).startswith("fla"):
+            compiled.append(kw["repr"].split("[")[0])
+        return False                                          # compile as usual
+    saved, knobs.runtime.jit_cache_hook = knobs.runtime.jit_cache_hook, record
+    try:
+        params = SamplingParams(max_tokens=2, temperature=0, ignore_eos=True)
+        llm.generate([_prompt(100, 1), _prompt(80, 2)], [params, params])
+    finally:
+        knobs.runtime.jit_cache_hook = saved
+    assert compiled == []
 
 
 PASSES_2B = {"one prompt": ((500,), 1024), "three prompts": ((500, 300, 120), 2048)}
