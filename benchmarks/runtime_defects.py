@@ -89,6 +89,10 @@ DEFECTS = (
            "engine_under_test/runtime/prefill_buffers.py", 'self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in g.state_gids}}, dev)',
            'self.meta = MetaBuffers(f, {"seq_lens": 1, **{f"fresh{s}": 1 for s in g.state_gids}, '
            '**{f"dst{s}": 3 for s in g.state_gids}}, dev)', 1, PROMPTS_TESTS),
+    Defect("prompts: a later chunk beside new prompts left to the eager pass",
+           "engine_under_test/runtime/prefill_graphs.py",
+           "return parts if len(parts) > 1 and all(self.can_run(part, params) for part in parts) else None",
+           "return None", 1, PROMPTS_TESTS),
     Defect("decode step: the acceptance rule picked on the host", "engine_under_test/runtime/step_bodies.py",
            'accepted = torch.where(m.view("modeled") != 0, modeled, judged)',
            'accepted = modeled if bool(m.view("modeled")[0]) else judged', 1, HOST_READ_TESTS),

@@ -14,8 +14,10 @@ the middle of serving); `captured_bytes` is what capture added to the device all
 reservation. `can_run(reqs, params)` says whether a step (or the part of a
 mixed step the decode graphs do not run) is one the graphs run; `launch(reqs)` fills the
 buffers and replays, `collect(step, result)` reads the pass's tokens and drafts (one sync) into a
-`StepResult` as the eager runner fills it. Off CUDA nothing is captured and the same body runs
-eagerly (the fixed-shape path, checked on a CPU against the eager runner).
+`StepResult` as the eager runner fills it; `passes_for(reqs, params)` splits a step that no one
+pass runs into passes that do (a later chunk alone, new prompts in groups). Off CUDA nothing is
+captured and the same body runs eagerly (the fixed-shape path, checked on a CPU against the eager
+runner).
 
 A step the graphs run: n <= max(seq_buckets) requests, none with drafts, each with at most
 max(buckets) inputs (a prompt chunk, or a plain decode input when there was no room to draft),
@@ -144,6 +146,24 @@ class PrefillGraphs:
                     or any(len(sr.state_block_ids[s]) < 1 for s in geo.state_gids)):
                 return False
         return self.key_for(reqs) is not None
+
+    def passes_for(self, reqs, params) -> list[list] | None:
+        """The passes on the graphs that run `reqs`, one after another: all of them in one when
+        `can_run` says so; else each request past its first chunk alone and the new prompts in
+        groups of at most max(seq_buckets), when every such pass can run; else None (eager). The
+        passes touch disjoint sequences (their own blocks and state slots), so each request's
+        result is what one pass over all of them gives.
+
+        NOTE: why: arrivals spread over a millisecond can leave a prompt's later chunk beside new
+        prompts (own-key attention takes new prompts only); that step was an eager pass of about
+        2,800 ATen ops in the middle of a c = 32 wave."""
+        if self.can_run(reqs, params):
+            return [list(reqs)]
+        started = [[sr] for sr in reqs if sr.num_computed_tokens != 0]
+        new = [sr for sr in reqs if sr.num_computed_tokens == 0]
+        G = self.seq_buckets[-1] if self.seq_buckets else 1
+        parts = started + [new[i:i + G] for i in range(0, len(new), G)]
+        return parts if len(parts) > 1 and all(self.can_run(part, params) for part in parts) else None
 
     def launch(self, reqs) -> "LaunchedPrefill":
         """Fill the buffers with `reqs`' pass and replay its key's graph (off CUDA: run the

@@ -246,14 +246,19 @@ class ModelRunner:
 
     def _execute_rest(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:
         """What the decode graphs do not run: prompt chunks on the prefill graphs when they take
-        them (one request's, or several new prompts'), else the eager pass."""
+        them (one request's, or several new prompts', or those as passes one after another:
+        `PrefillGraphs.passes_for`), else the eager pass."""
         prefill = self.prefill_graphs
-        if prefill is None or not prefill.can_run(reqs, params):
+        parts = prefill.passes_for(reqs, params) if prefill is not None else None
+        if parts is None:
             return self._execute_eager(reqs, params, generators, acceptance)
-        result = prefill.collect(prefill.launch(reqs), StepResult())
-        accepted = {sr.req_id: 0 for sr in reqs if result.sampled[sr.req_id]}
-        self._remember_states(reqs, accepted)
-        result.drafts = self._adjust_drafts(reqs, accepted, result.drafts)
+        result = StepResult()
+        for part in parts:                 # each pass is read before the next fills the shared buffers
+            done = prefill.collect(prefill.launch(part), StepResult())
+            accepted = {sr.req_id: 0 for sr in part if done.sampled[sr.req_id]}
+            self._remember_states(part, accepted)
+            done.drafts = self._adjust_drafts(part, accepted, done.drafts)
+            result.absorb(done)
         return result
 
     def _execute_eager(self, reqs: list[ScheduledRequest], params, generators, acceptance) -> StepResult:

@@ -11,8 +11,9 @@ here), each sequence's last input's argmax, the drafter's context and query bloc
   two prompts at once (ragged, 40 and 60 tokens), four at once over the step budget (the fourth
   a chunk that does not end its prompt, then its rest alone), three at once (a pad sequence), two
   beside decoding requests (a mixed step: the decode rows on the decode graphs), a new prompt
-  beside another's later chunk and a sampling request beside a greedy one (both eager). Every
-  step's sampled tokens, drafts and counts are equal, and each kind of pass ran.
+  beside another's later chunk (two passes, one after the other) and a sampling request beside a
+  greedy one (eager). Every step's sampled tokens, drafts and counts are equal, and each kind of
+  pass ran.
 - The pool after one pass of three prompts: every block but the null block 0 holds what the
   eager pass wrote.
 - Lossless: greedy speculative output with prompts arriving together equals the eager
@@ -99,7 +100,7 @@ def _script(llm) -> dict[str, list[int]]:
     drain(3)
     add("k", 41, 11), add("l", 33, 12)                                 # beside a decoding request
     drain()
-    add("m", 300, 13)                                                  # its second chunk beside a new prompt
+    add("m", 300, 13)                                                  # its second chunk beside a new prompt: two passes
     drain(1)
     add("n", 30, 14)
     drain()
@@ -134,6 +135,8 @@ def test_prompt_steps_equal_eager_steps(tiny_checkpoints, k):
     assert any(n == 2 and rows > 0 for n, _, _, rows in several)      # k and l beside j's decode rows
     assert all(before == 0 for _, _, before, _ in several)            # new prompts only
     assert (1, 0, 64, 3) in rec_on.passes           # f's rest alone beside the decode rows of c, d, e
+    # m's later chunk beside n's new prompt: two passes, one after the other (PrefillGraphs.passes_for)
+    assert (1, 0, 256, 1) in rec_on.passes and (1, 0, 0, 1) in rec_on.passes
 
 
 def _caches(llm) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
