@@ -5,8 +5,9 @@
 
 The served ladder's c = 32 rung sends 32 prompts of 512 tokens at once; with a step budget of 8,192
 tokens the engine prefills them over two steps and a short third one (each step's prompt chunks one
-prefill graph replay: 16 new prompts, then 16 beside the decode rows, then one request's last chunk),
-before the captured decode steps. This runs that wave in-process on the
+prefill graph replay: 16 new prompts, then 16 beside the decode rows, then one request's last chunk;
+replays one after another when arrivals leave a later chunk beside new prompts), before the captured
+decode steps. This runs that wave in-process on the
 engine (`LLM`, dummy weights, synthetic acceptance of mean length 4) `--waves` times and prints, per
 step of the last wave: the host wall time with a device sync after the step, the tokens it scheduled
 (prompt and decode rows), whether a captured graph ran it (whole, or its decode rows beside an eager

@@ -3,7 +3,8 @@ computes what the eager pass computes.
 
 - Tiny shapes, float32 with TF32 off (exact greedy tokens, as test_gpu_lossless.py): every bucket
   holds a graph, and greedy speculative output with prompts one at a time (each prefilled by a
-  replay, a 150-token prompt in two chunks) and together equals the eager non-speculative
+  replay, a 150-token prompt in two chunks) and together (replays one after another: no key holds
+  two prompts in a step budget of 96, `PrefillGraphs.passes_for`) equals the eager non-speculative
   output, with the real drafter and with scripted drafts (every accepted-prefix length).
 - Several new prompts at once (tiny shapes, float32): the keys (G, S) with G > 1 are captured, four
   prompts run as one replay, and greedy speculative output equals the eager non-speculative output.
