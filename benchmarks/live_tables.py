@@ -8,7 +8,8 @@ and the NVML footprint per phase against each engine's bound. Not a CI gate.
 `--head-to-head` adds, per rung of each engine measured beside the oracle, output tok/s, TTFT p50 and
 TPOT p50 as ratios to the oracle's with their 95% intervals, each judged against 1 (as fast as the
 oracle): `better` when the interval lies wholly on the good side, `worse` when wholly on the bad side,
-`tie` when it holds 1; a rung is at least as good as the oracle's when none of its figures is `worse`.
+`tie` when it holds 1; a rung is at least as good as the oracle's when none of its figures is `worse`
+(a figure that either side did not measure counts against it).
 
 `--golden` adds an engine's committed live golden of a case as a column (`<engine> (golden)`).
 """

@@ -40,7 +40,7 @@ def test_the_profile_script_on_cpu_tiny(tmp_path, capsys, eager_prefill):
     steps = result["waves"][0]
     # 4 prompts of 64 tokens in all (2 slots x 2), 4 output tokens each
     assert sum(s["prompt_tokens"] for s in steps) == 4 * 64
-    assert steps[0]["prompt_chunks"] == 2 and steps[0]["prefill_captured"] is not eager_prefill
+    assert steps[0]["prompt_chunks"] == 2 and steps[0]["prefill_captured"] != eager_prefill
     on_graph = [s for s in steps if s["prefill_captured"]]
     if eager_prefill:
         assert not on_graph
