@@ -161,7 +161,7 @@ class PrefillGraphs:
             return [list(reqs)]
         started = [[sr] for sr in reqs if sr.num_computed_tokens != 0]
         new = [sr for sr in reqs if sr.num_computed_tokens == 0]
-        G = self.seq_buckets[-1] if self.seq_buckets else 1
+        G = self.seq_buckets[-1]                 # the keys always hold G = 1
         parts = started + [new[i:i + G] for i in range(0, len(new), G)]
         return parts if len(parts) > 1 and all(self.can_run(part, params) for part in parts) else None
 
