@@ -24,7 +24,7 @@
 #                server inherits it): the footprint at c = 32 with fewer split segments; $OUT/reference-expandable/
 #   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
 #                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
-#                compared with vLLM as served in this run on this card; report in $OUT/same-run/
+#                compared with vLLM as served in this run on this card; report and the engines' logs in $OUT/same-run/
 #   same-run-pytest  the other face, in the background: `pytest suites/ -m gpu` of $PYTEST_ENGINES (default
 #                vLLM, the reference and the slowed port) on the same case; verdicts in
 #                $OUT/same-run-pytest/verdicts.jsonl
@@ -98,7 +98,8 @@ same_run_cmd() {
   echo "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
         ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
         echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
-        cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/"
+        cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/;
+        cp -r \$run/logs $OUT/same-run/logs"
 }
 pytest_face_cmd() {
   mkdir -p "$OUT/same-run-pytest"

@@ -1,0 +1,64 @@
+"""The live checks and the head-to-head table on what vLLM 0.33.0 and the reference did in two runs on one
+H100 (committed observations, suites/results/live/h100-same-run/): each run's verdicts as its README states
+them. The reference is compared with vLLM as served in the same run (never with the H200 golden: another
+card); its throughput parity passes in run 1 and is inconclusive in run 2 (c = 32's TPOT p50 interval
+straddles the band); its footprint stays inside the bound with no allowance; vLLM's overrun is a finding;
+and by the head-to-head reading every rung of both runs is at least as good as vLLM's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from conformance.checks import live_checks as lc
+from conformance.checks.check_table import judge_live
+from conformance.checks.goldens import find_golden
+from conformance.checks.live_view import live_view
+from conformance.documents.cases import find_case
+from conformance.paths import REPO_ROOT
+
+RUNS = REPO_ROOT / "suites" / "results" / "live" / "h100-same-run"
+
+
+def _observations(path: Path) -> dict[str, dict]:
+    return {o["engine"]["name"]: o for o in map(json.loads, path.read_text().splitlines()) if o}
+
+
+def _judge(obs: dict, role: str, served: dict) -> dict:
+    case = find_case(obs["case_id"])
+    spec = dict(case.spec, id=case.id)
+    return {v.check: v for v in judge_live(obs, spec, role, find_golden, lambda e, c: served.get(e))}
+
+
+def _head_to_head():
+    spec = importlib.util.spec_from_file_location("live_tables", REPO_ROOT / "benchmarks" / "live_tables.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.head_to_head
+
+
+@pytest.mark.parametrize("run, parity", [("run-1", "pass"), ("run-2", "inconclusive")])
+def test_each_runs_verdicts_are_those_its_readme_states(run, parity):
+    served = _observations(RUNS / run / "observations.jsonl")
+    assert "H100" in served["vllm"]["device"]["hardware"] and "H100" in served["reference"]["device"]["hardware"]
+    mine = _judge(served["reference"], "under-test", served)
+    assert mine[lc.THROUGHPUT].outcome == parity, mine[lc.THROUGHPUT].message
+    assert "measured in this run" in mine[lc.THROUGHPUT].message
+    if parity == "inconclusive":
+        assert mine[lc.THROUGHPUT].message.count("straddle") == 1 and "c=32: TPOT p50" in mine[lc.THROUGHPUT].message
+    for check in (lc.ACCEPTANCE, lc.PLAN, lc.MEMORY, "live.concurrency_served"):
+        assert mine[check].outcome == "pass", (check, mine[check].message)
+    util = find_case("live-2b-dflash-k8").spec["memory"]["gpu_memory_utilization"]
+    assert not any(lc.overruns(live_view(served["reference"]), util).values())     # no allowance needed
+    assert _judge(served["vllm"], "oracle", served)[lc.MEMORY].outcome == "finding"
+
+
+@pytest.mark.parametrize("run", ["run-1", "run-2"])
+def test_every_rung_is_at_least_as_good_as_vllms_in_the_same_run(run):
+    served = _observations(RUNS / run / "observations.jsonl")
+    rows = _head_to_head()({e: live_view(o) for e, o in served.items()}, "vllm").splitlines()[2:]
+    verdicts = {int(r.split(" | ")[1]): r.rsplit(" | ", 1)[1].strip(" |") for r in rows}
+    assert verdicts == {c: "yes" for c in (1, 2, 4, 8, 16, 32)}
