@@ -43,6 +43,13 @@
 #                --equal-length-groups --eager-prefill), and a closed-loop wave (two prompts a slot, 128 output
 #                tokens), on one card; $OUT/mixed-steps/{now,before,c1-now,c1-before,closed-loop}/mixed-steps.json
 #                (needs only install-fw)
+#   save-caches  OUT/compile-caches.tgz, beside gpu-live.tgz: vLLM's compile cache (~/.cache/vllm/torch_compile_cache:
+#                its compiled graphs, with their Inductor and Triton kernels) and Triton's own (~/.triton/cache: fla's
+#                and the engine's kernels); Triton's is left out when the two would pass 15 MiB. vLLM's first start on
+#                a machine compiles for minutes (404 s on an H100 against 143 s with its cache); sent back in a
+#                stash folder ($STASH/*/compile-caches.tgz) to a machine with the same kind of card, `install` and
+#                `install-fw` unpack it into the home folder first. vLLM reuses its part only when its config hash
+#                matches: the same pack, case and checkout path.
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
@@ -91,6 +98,11 @@ wait_engine_tests() { local pid; [ -n "${IN_ENGINE_TESTS_JOB:-}" ] && return 0  
 oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
                [ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK"); }
 
+# compile caches of an earlier hold on the same kind of card, sent as $STASH/*/compile-caches.tgz (save-caches made it)
+restore_caches() { local c; for c in "$STASH"/*/compile-caches.tgz; do
+                     [ -f "$c" ] || continue
+                     tar xzf "$c" -C "$HOME" && echo "compile caches from $c: $(du -sh "$HOME/.cache/vllm" 2>/dev/null | cut -f1) vLLM, $(du -sh "$HOME/.triton/cache" 2>/dev/null | cut -f1) Triton"
+                   done; }
 # the two faces' commands, each writing its folder under $OUT (one shell line each, run in the background)
 same_run_cmd() {
   local ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
@@ -127,6 +139,7 @@ for step in "$@"; do
         echo "pieces joined: checksum $(cut -c1-12 "$sum") matches"; break
       done
       cat "$STASH"/*/part-* | tar xf - -C "$PACK" || exit 1
+      restore_caches
       bash "$PACK/install.sh" > "$OUT/install.log" 2>&1 || { tail -20 "$OUT/install.log"; exit 1; }
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fw-site "$STASH"/*/fw/*.whl || exit 1
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
@@ -161,6 +174,7 @@ for step in "$@"; do
       ;;
     install-fw)
       mkdir -p /tmp/fw-site
+      restore_caches
       python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fw-site ${FW_WHEELS:?} || exit 1
       nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee -a "$OUT/gpu.txt"
       ;;
@@ -235,6 +249,16 @@ for step in "$@"; do
         "${T[@]}" python3 benchmarks/mixed_step_profile.py --out "$OUT/mixed-steps/$how" --waves "${WAVES:-2}" \
           "${flag[@]}" 2>&1 | grep -v "^USDT" | tee "$OUT/mixed-steps-$how.log" | tail -30
       done
+      ;;
+    save-caches)
+      parts=(); for d in .cache/vllm/torch_compile_cache .triton/cache; do [ -d "$HOME/$d" ] && parts+=("$d"); done
+      [ ${#parts[@]} -eq 0 ] && { echo "save-caches: no compile cache under $HOME yet (run a serving step first)"; continue; }
+      tar czf "$RESULTS/compile-caches.tgz" -C "$HOME" "${parts[@]}"
+      if [ "$(stat -c %s "$RESULTS/compile-caches.tgz")" -gt $((15 * 1024 * 1024)) ] && [ -d "$HOME/.cache/vllm/torch_compile_cache" ]; then
+        echo "save-caches: $(du -h "$RESULTS/compile-caches.tgz" | cut -f1) with Triton's cache: vLLM's alone"
+        tar czf "$RESULTS/compile-caches.tgz" -C "$HOME" .cache/vllm/torch_compile_cache
+      fi
+      echo "save-caches: $RESULTS/compile-caches.tgz, $(du -h "$RESULTS/compile-caches.tgz" | cut -f1) ($(tar tzf "$RESULTS/compile-caches.tgz" | wc -l) entries)"
       ;;
     wait)
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
