@@ -46,7 +46,7 @@
 #   save-caches  OUT/compile-caches.tgz, beside gpu-live.tgz: vLLM's compile cache (~/.cache/vllm/torch_compile_cache:
 #                its compiled graphs, with their Inductor and Triton kernels) and Triton's own (~/.triton/cache: fla's
 #                and the engine's kernels); Triton's is left out when the two would pass 15 MiB. vLLM's first start on
-#                a machine compiles for minutes (404 s on an H100 against 143 s with its cache); sent back in a
+#                a machine compiles for minutes (404 s on an H100; 143 s when started again there); sent back in a
 #                stash folder ($STASH/*/compile-caches.tgz) to a machine with the same kind of card, `install` and
 #                `install-fw` unpack it into the home folder first. vLLM reuses its part only when its config hash
 #                matches: the same pack, case and checkout path.
