@@ -45,7 +45,9 @@
 #                (needs only install-fw)
 #   save-caches  OUT/compile-caches.tgz, beside gpu-live.tgz: vLLM's compile cache (~/.cache/vllm/torch_compile_cache:
 #                its compiled graphs, with their Inductor and Triton kernels) and Triton's own (~/.triton/cache: fla's
-#                and the engine's kernels); Triton's is left out when the two would pass 15 MiB. vLLM's first start on
+#                and the engine's kernels, and those of vLLM's initial profiling run: 99.5 s of its first start on
+#                an H100); Triton's is left out when the two would pass 3 x 15 MiB, and a file over 15 MiB is cut
+#                into parts OUT/compile-caches.tgz.part-NN (sent back whole or in parts). vLLM's first start on
 #                a machine compiles for minutes (404 s on an H100; 143 s when started again there); sent back in a
 #                stash folder ($STASH/*/compile-caches.tgz) to a machine with the same kind of card, `install` and
 #                `install-fw` unpack it into the home folder first. vLLM reuses its part only when its config hash
@@ -53,11 +55,11 @@
 #   wait         wait (at most $WAIT_S, default 540 s) for the background step, then print its last lines
 #
 # Goldens are recorded into a copy of goldens/ at $GOLDENS (DFLASH_CONFORMANCE_GOLDENS) so later steps
-# of the same machine read them. Every step writes under /tmp/gpu-out (kept while the machine is held);
+# of the same machine read them. Every step writes under $GPU_OUT (default /tmp/gpu-out; kept while the machine is held);
 # at the end that folder and the live goldens are packed into one file, RESULTS/gpu-live.tgz.
 set -uo pipefail
 RESULTS=${1:?usage: gpu_live.sh RESULTS STEP...}; shift
-OUT=/tmp/gpu-out
+OUT=${GPU_OUT:-/tmp/gpu-out}
 STASH=${STASH:-/tmp/stash}
 PACK=${PACK:-/tmp/vllm-pack}
 SPACK=${SPACK:-/tmp/sglang-pack}
@@ -70,8 +72,8 @@ mkdir -p "$OUT" "$RESULTS"
 # what comes back is a copy of $OUT (background steps still write there) with the host's checkout path written
 # as <repo> (&lt;repo&gt; in HTML), as goldens write it
 pack_results() { mkdir -p "$OUT/goldens-live"; cp -r "$GOLDENS"/live/. "$OUT/goldens-live/" 2>/dev/null
-                 rm -rf /tmp/gpu-out-packed && cp -r "$OUT" /tmp/gpu-out-packed
-                 python3 - /tmp/gpu-out-packed "$PWD" <<'PY'
+                 rm -rf "$OUT.packed" && cp -r "$OUT" "$OUT.packed"
+                 python3 - "$OUT.packed" "$PWD" <<'PY'
 import sys
 from pathlib import Path
 out = Path(sys.argv[1])
@@ -80,11 +82,14 @@ for f in out.rglob("*"):
         if f.is_file() and repo in (b := f.read_bytes()):
             f.write_bytes(b.replace(repo, b"&lt;repo&gt;" if f.suffix == ".html" else b"<repo>"))
 PY
-                 tar czf "$RESULTS/gpu-live.tgz" -C /tmp/gpu-out-packed .; }
+                 tar czf "$RESULTS/gpu-live.tgz" -C "$OUT.packed" .; }
 [ -n "${IN_ENGINE_TESTS_JOB:-}" ] || trap pack_results EXIT     # a step inside the background job: the caller packs
 trap 'exit 130' INT TERM
 # each framework command under a deadline inside the call's: SIGINT lets it stop its engine and write what it measured
 T=(timeout -s INT -k 30 "${STEP_TIMEOUT_S:-540}")
+# save-caches: what comes back from the GPU host is files of at most 16 MiB, 64 MiB in all, beside gpu-live.tgz
+CACHE_PART_MIB=15
+CACHE_PARTS_MAX=3
 ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py
               tests/engine_under_test/runtime/test_gpu_prefill_graphs.py
               tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
@@ -99,9 +104,15 @@ oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--l
                [ -f "$SPACK/site/.oracle-pack.sha256" ] && ORACLE_SET+=(--live-set "sglang_python=$SPACK/bin/python" --oracle-pack "$SPACK"); }
 
 # compile caches of an earlier hold on the same kind of card, sent as $STASH/*/compile-caches.tgz (save-caches made it)
-restore_caches() { local c; for c in "$STASH"/*/compile-caches.tgz; do
+# (whole, or as the parts compile-caches.tgz.part-NN that save-caches cuts a large one into)
+restore_caches() { local c d
+                   for c in "$STASH"/*/compile-caches.tgz; do
                      [ -f "$c" ] || continue
                      tar xzf "$c" -C "$HOME" && echo "compile caches from $c: $(du -sh "$HOME/.cache/vllm" 2>/dev/null | cut -f1) vLLM, $(du -sh "$HOME/.triton/cache" 2>/dev/null | cut -f1) Triton"
+                   done
+                   for d in "$STASH"/*/; do
+                     ls "$d"compile-caches.tgz.part-* > /dev/null 2>&1 || continue
+                     cat "$d"compile-caches.tgz.part-* | tar xz -C "$HOME" && echo "compile caches from the parts in $d: $(du -sh "$HOME/.cache/vllm" 2>/dev/null | cut -f1) vLLM, $(du -sh "$HOME/.triton/cache" 2>/dev/null | cut -f1) Triton"
                    done; }
 # the two faces' commands, each writing its folder under $OUT (one shell line each, run in the background)
 same_run_cmd() {
@@ -254,11 +265,17 @@ for step in "$@"; do
       parts=(); for d in .cache/vllm/torch_compile_cache .triton/cache; do [ -d "$HOME/$d" ] && parts+=("$d"); done
       [ ${#parts[@]} -eq 0 ] && { echo "save-caches: no compile cache under $HOME yet (run a serving step first)"; continue; }
       tar czf "$RESULTS/compile-caches.tgz" -C "$HOME" "${parts[@]}"
-      if [ "$(stat -c %s "$RESULTS/compile-caches.tgz")" -gt $((15 * 1024 * 1024)) ] && [ -d "$HOME/.cache/vllm/torch_compile_cache" ]; then
+      if [ "$(stat -c %s "$RESULTS/compile-caches.tgz")" -gt $((CACHE_PARTS_MAX * CACHE_PART_MIB * 1024 * 1024)) ] \
+         && [ -d "$HOME/.cache/vllm/torch_compile_cache" ]; then
         echo "save-caches: $(du -h "$RESULTS/compile-caches.tgz" | cut -f1) with Triton's cache: vLLM's alone"
         tar czf "$RESULTS/compile-caches.tgz" -C "$HOME" .cache/vllm/torch_compile_cache
       fi
       echo "save-caches: $RESULTS/compile-caches.tgz, $(du -h "$RESULTS/compile-caches.tgz" | cut -f1) ($(tar tzf "$RESULTS/compile-caches.tgz" | wc -l) entries)"
+      if [ "$(stat -c %s "$RESULTS/compile-caches.tgz")" -gt $((CACHE_PART_MIB * 1024 * 1024)) ]; then
+        split -b "${CACHE_PART_MIB}M" -d -a 2 "$RESULTS/compile-caches.tgz" "$RESULTS/compile-caches.tgz.part-" \
+          && rm "$RESULTS/compile-caches.tgz"
+        echo "save-caches: in $(ls "$RESULTS"/compile-caches.tgz.part-* | wc -l) parts of at most $CACHE_PART_MIB MiB (compile-caches.tgz.part-NN)"
+      fi
       ;;
     wait)
       pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
