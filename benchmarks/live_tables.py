@@ -12,12 +12,21 @@ oracle): `better` when the interval lies wholly on the good side, `worse` when w
 (a figure that either side did not measure counts against it).
 
 `--golden` adds an engine's committed live golden of a case as a column (`<engine> (golden)`).
+
+Several runs' observations (each with the oracle measured in the same run) print one run after another;
+with `--across-runs` they print one head-to-head table instead, the run as the unit: per rung and figure,
+each run's ratio to the oracle of that run, then their geometric mean and 95% interval over the runs
+(`conformance/checks/intervals.py` `ratio_over_runs`), judged against 1 as above. What moves between runs
+and machines (an engine's start, the host) then widens the interval, which one run's waves cannot show.
+
+    python benchmarks/live_tables.py RUN_A/observations.jsonl RUN_B/observations.jsonl ... --across-runs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -25,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from conformance.checks.goldens import find_golden  # noqa: E402
-from conformance.checks.intervals import FAIL, PASS, judge_ratio, ratio_interval  # noqa: E402
+from conformance.checks.intervals import FAIL, PASS, judge_ratio, ratio_interval, ratio_over_runs  # noqa: E402
 from conformance.checks.live_checks import bound_of, overruns  # noqa: E402
 from conformance.checks.live_view import live_view, rungs_by_concurrency  # noqa: E402
 from conformance.documents import units  # noqa: E402
@@ -96,25 +105,78 @@ def head_to_head(views: dict[str, dict], oracle: str) -> str:
     return "\n".join(out)
 
 
+def across_runs(runs: list[dict[str, dict]], oracle: str) -> str:
+    """Each engine's rungs against the oracle's, over several runs (see the module doc): `runs` holds one
+    {engine: live view} per run. A rung counts the runs in which both it and the oracle's served ok."""
+    out = ["| engine | c | runs | " + " | ".join(f"{label} ratio to {oracle} [95% over runs]" for _, label, _ in HEAD_TO_HEAD)
+           + " | at least as good |", "| --- | --- | --- | " + " | ".join(["---"] * len(HEAD_TO_HEAD)) + " | --- |"]
+    engines = [e for e in dict.fromkeys(e for views in runs for e in views) if e != oracle]
+    for e in engines:
+        per_rung: dict[int, dict[str, list[float]]] = {}
+        for views in runs:
+            base = rungs_by_concurrency(views.get(oracle) or {})
+            for c, r in rungs_by_concurrency(views.get(e) or {}).items():
+                ref = base.get(c)
+                if r.get("status") != "ok" or not ref or ref.get("status") != "ok":
+                    continue
+                row = per_rung.setdefault(c, {key: [] for key, _, _ in HEAD_TO_HEAD})
+                for key, _, _ in HEAD_TO_HEAD:
+                    ratio = ratio_interval(r[key], ref[key])
+                    row[key].append(ratio.ratio if ratio else None)
+        for c, row in sorted(per_rung.items()):
+            cells, worse = [], False
+            for key, _, lower_is_better in HEAD_TO_HEAD:
+                pooled = ratio_over_runs(row[key]) if None not in row[key] else None
+                if pooled is None:
+                    cells.append("-")
+                    worse = True
+                    continue
+                judged = judge_ratio(pooled, 1.0, upper=lower_is_better)
+                worse = worse or judged == FAIL
+                text = pooled.text() if not math.isinf(pooled.hi) else f"{pooled.ratio:.3f} x (one run: no interval)"
+                cells.append(f"{text} {({PASS: 'better', FAIL: 'worse'}.get(judged, 'tie'))}")
+            out.append(f"| {e} | {c} | {len(row[HEAD_TO_HEAD[0][0]])} | " + " | ".join(cells)
+                       + f" | {'no' if worse else 'yes'} |")
+    return "\n".join(out)
+
+
+def _read(path: Path) -> list[dict]:
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SystemExit(f"live_tables: cannot read {path}: {exc}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("observations", type=Path)
+    ap.add_argument("observations", type=Path, nargs="+", help="a run's observations.jsonl (several: one run each)")
     ap.add_argument("--golden", action="append", default=[], metavar="ENGINE:CASE")
     ap.add_argument("--oracle", default="vllm")
     ap.add_argument("--head-to-head", action="store_true", help="each engine's figures against the oracle's, judged against 1")
+    ap.add_argument("--across-runs", action="store_true",
+                    help="one head-to-head table over all the runs given, the run as the unit (two runs or more)")
     args = ap.parse_args()
-    docs = [json.loads(line) for line in args.observations.read_text().splitlines() if line.strip()]
-    views = {d["engine"]["name"]: live_view(d) for d in docs if d.get("status") == "ok"}
-    case_id = docs[0]["case_id"]
-    for ref in args.golden:
-        engine, _, case = ref.partition(":")
-        views[f"{engine} (golden)"] = live_view(find_golden("live", engine, case or case_id))
-    util = (find_case(case_id).spec.get("memory") or {}).get("gpu_memory_utilization")
-    print(tables(views, args.oracle, util))
-    if args.head_to_head:
-        print("\n" + head_to_head(views, args.oracle))
+    if args.across_runs:
+        if len(args.observations) < 2:
+            ap.error("--across-runs needs the observations of two runs or more")
+        runs = [{d["engine"]["name"]: live_view(d) for d in _read(p) if d.get("status") == "ok"} for p in args.observations]
+        print(across_runs(runs, args.oracle))
+        return 0
+    for i, path in enumerate(args.observations):
+        docs = _read(path)
+        if len(args.observations) > 1:
+            print(("\n" if i else "") + f"### {path}\n")
+        views = {d["engine"]["name"]: live_view(d) for d in docs if d.get("status") == "ok"}
+        case_id = docs[0]["case_id"]
+        for ref in args.golden:
+            engine, _, case = ref.partition(":")
+            views[f"{engine} (golden)"] = live_view(find_golden("live", engine, case or case_id))
+        util = (find_case(case_id).spec.get("memory") or {}).get("gpu_memory_utilization")
+        print(tables(views, args.oracle, util))
+        if args.head_to_head:
+            print("\n" + head_to_head(views, args.oracle))
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

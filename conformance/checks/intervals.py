@@ -6,6 +6,11 @@ a / b, with a two-sided 95% interval from Welch's t on the logarithms (the figur
 their noise multiplicative). One wave per side gives no spread: the interval is then unbounded and
 every judgement of it inconclusive, never a pass or a fail on one sample.
 
+`ratio_over_runs(ratios)` takes one such ratio from each of several runs (each measured in one run on one
+card, say vLLM and an engine in the same run) and gives their geometric mean with a 95% interval from
+Student's t over the runs: the run is the unit, so what moves from one run or machine to the next (an
+engine's start, the host) widens the interval, as the waves of one run cannot show. One run: unbounded.
+
 `judge_ratio(interval, limit, upper)` says where the interval lies against a band's limit:
 
     lower limit (more is better, e.g. tok/s >= 0.9 x):   lo >= limit -> pass, hi < limit -> fail
@@ -95,6 +100,19 @@ def ratio_interval(a: Sequence[float | None], b: Sequence[float | None]) -> Rati
     df = se2 ** 2 / ((sa ** 2 / (len(xa) - 1) if sa else 0.0) + (sb ** 2 / (len(xb) - 1) if sb else 0.0))
     half = t975(max(1.0, df)) * math.sqrt(se2)
     return RatioInterval(math.exp(d), math.exp(d - half), math.exp(d + half), len(xa), len(xb))
+
+
+def ratio_over_runs(ratios: Sequence[float | None]) -> RatioInterval | None:
+    """The geometric mean of one ratio per run, with its interval over the runs (see the module doc);
+    None when no run has one. `num_a` and `num_b` are the number of runs."""
+    xs = _clean(ratios, "ratios")
+    if not xs:
+        return None
+    m, v = _mean_var([math.log(x) for x in xs])
+    if len(xs) < 2:
+        return RatioInterval(math.exp(m), 0.0, math.inf, 1, 1)
+    half = t975(len(xs) - 1) * math.sqrt(v / len(xs))
+    return RatioInterval(math.exp(m), math.exp(m - half), math.exp(m + half), len(xs), len(xs))
 
 
 def judge_ratio(interval: RatioInterval, limit: float, upper: bool) -> str:

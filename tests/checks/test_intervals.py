@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from conformance.checks.intervals import FAIL, INCONCLUSIVE, PASS, fold, judge_ratio, ratio_interval, t975
+from conformance.checks.intervals import (FAIL, INCONCLUSIVE, PASS, fold, judge_ratio, ratio_interval,
+                                          ratio_over_runs, t975)
 
 
 @pytest.mark.parametrize("df, want", [(1, 12.7062), (2, 4.3027), (4, 2.7764), (10, 2.2281), (30, 2.0423), (1000, 1.9623)])
@@ -76,3 +77,28 @@ def test_fold_any_fail_then_any_inconclusive():
     assert fold([PASS, INCONCLUSIVE, FAIL]) == FAIL
     assert fold([PASS, INCONCLUSIVE]) == INCONCLUSIVE
     assert fold([PASS, PASS]) == PASS
+
+
+def test_ratios_over_runs_take_the_run_as_the_unit():
+    """Six runs' ratios: the geometric mean, and Student's t over the runs with 5 degrees of freedom."""
+    ratios = [0.824, 1.061, 0.994, 1.034, 1.074, 1.042]
+    r = ratio_over_runs(ratios)
+    logs = [math.log(x) for x in ratios]
+    m = sum(logs) / 6
+    sd = math.sqrt(sum((x - m) ** 2 for x in logs) / 5)
+    assert r.ratio == pytest.approx(math.exp(m))
+    assert (r.lo, r.hi) == (pytest.approx(math.exp(m - 2.570582 * sd / math.sqrt(6))),
+                            pytest.approx(math.exp(m + 2.570582 * sd / math.sqrt(6))))
+    assert (r.num_a, r.num_b) == (6, 6)
+    assert judge_ratio(r, 1.0, upper=True) == INCONCLUSIVE       # the runs straddle 1: a tie
+    steady = ratio_over_runs([1.074, 1.080, 1.070])
+    assert judge_ratio(steady, 1.0, upper=True) == FAIL          # every run worse, and little spread
+
+
+def test_one_run_gives_no_interval_over_runs():
+    r = ratio_over_runs([1.2])
+    assert r.ratio == pytest.approx(1.2) and r.lo == 0.0 and math.isinf(r.hi)
+    assert judge_ratio(r, 1.0, upper=True) == INCONCLUSIVE
+    assert ratio_over_runs([None]) is None
+    with pytest.raises(ValueError, match="ratios"):
+        ratio_over_runs([1.0, 0.0])
