@@ -142,9 +142,12 @@ def across_runs(runs: list[dict[str, dict]], oracle: str) -> str:
 
 def _read(path: Path) -> list[dict]:
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except (OSError, json.JSONDecodeError) as exc:
         raise SystemExit(f"live_tables: cannot read {path}: {exc}")
+    if not docs:
+        raise SystemExit(f"live_tables: {path} holds no observation")
+    return docs
 
 
 def main() -> int:
