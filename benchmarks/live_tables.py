@@ -25,7 +25,6 @@ and machines (an engine's start, the host) then widens the interval, which one r
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -39,7 +38,9 @@ from conformance.checks.live_checks import bound_of, overruns  # noqa: E402
 from conformance.checks.live_view import live_view, rungs_by_concurrency  # noqa: E402
 from conformance.documents import units  # noqa: E402
 from conformance.documents.cases import find_case  # noqa: E402
+from conformance.errors import ConformanceError  # noqa: E402
 from conformance.report.live_tables import median_of  # noqa: E402
+from conformance.run.rundir import read_observations  # noqa: E402
 
 
 def tables(views: dict[str, dict], oracle: str, util: float | None) -> str:
@@ -77,6 +78,12 @@ HEAD_TO_HEAD = (("output_tok_per_s", "tok/s", False), ("ttft_ms_p50", "TTFT p50"
                 ("tpot_ms_p50", "TPOT p50", True))
 
 
+def _judged(ratio, lower_is_better: bool, text: str) -> tuple[str, str]:
+    """A ratio's cell (`text` and better / tie / worse against 1) and its verdict (intervals.judge_ratio)."""
+    judged = judge_ratio(ratio, 1.0, upper=lower_is_better)
+    return f"{text} {({PASS: 'better', FAIL: 'worse'}.get(judged, 'tie'))}", judged
+
+
 def head_to_head(views: dict[str, dict], oracle: str) -> str:
     """Each engine's rungs against the oracle's of the same concurrency (see the module doc)."""
     out = ["| engine | c | " + " | ".join(f"{label} ratio to {oracle} [95%]" for _, label, _ in HEAD_TO_HEAD)
@@ -97,10 +104,9 @@ def head_to_head(views: dict[str, dict], oracle: str) -> str:
                     cells.append("-")
                     worse = True
                     continue
-                judged = judge_ratio(ratio, 1.0, upper=lower_is_better)
-                word = {PASS: "better", FAIL: "worse"}.get(judged, "tie")
+                cell, judged = _judged(ratio, lower_is_better, ratio.text())
                 worse = worse or judged == FAIL
-                cells.append(f"{ratio.text()} {word}")
+                cells.append(cell)
             out.append(f"| {e} | {c} | " + " | ".join(cells) + f" | {'no' if worse else 'yes'} |")
     return "\n".join(out)
 
@@ -131,10 +137,10 @@ def across_runs(runs: list[dict[str, dict]], oracle: str) -> str:
                     cells.append("-")
                     worse = True
                     continue
-                judged = judge_ratio(pooled, 1.0, upper=lower_is_better)
-                worse = worse or judged == FAIL
                 text = pooled.text() if not math.isinf(pooled.hi) else f"{pooled.ratio:.3f} x (one run: no interval)"
-                cells.append(f"{text} {({PASS: 'better', FAIL: 'worse'}.get(judged, 'tie'))}")
+                cell, judged = _judged(pooled, lower_is_better, text)
+                worse = worse or judged == FAIL
+                cells.append(cell)
             out.append(f"| {e} | {c} | {len(row[HEAD_TO_HEAD[0][0]])} | " + " | ".join(cells)
                        + f" | {'no' if worse else 'yes'} |")
     return "\n".join(out)
@@ -142,8 +148,8 @@ def across_runs(runs: list[dict[str, dict]], oracle: str) -> str:
 
 def _read(path: Path) -> list[dict]:
     try:
-        docs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+        docs = read_observations(path)
+    except (ConformanceError, OSError) as exc:
         raise SystemExit(f"live_tables: cannot read {path}: {exc}")
     if not docs:
         raise SystemExit(f"live_tables: {path} holds no observation")
@@ -152,7 +158,7 @@ def _read(path: Path) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("observations", type=Path, nargs="+", help="a run's observations.jsonl (several: one run each)")
+    ap.add_argument("observations", type=Path, nargs="+", help="a run's observations.jsonl or run directory (several: one run each)")
     ap.add_argument("--golden", action="append", default=[], metavar="ENGINE:CASE")
     ap.add_argument("--oracle", default="vllm")
     ap.add_argument("--head-to-head", action="store_true", help="each engine's figures against the oracle's, judged against 1")

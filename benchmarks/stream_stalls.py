@@ -16,10 +16,15 @@ wait behind other requests' prompt steps. A figure, not a verdict: nothing here 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from conformance.errors import ConformanceError  # noqa: E402
+from conformance.run.rundir import read_observations  # noqa: E402
 
 EVENT_WINDOW_MS = 2.0
 
@@ -74,12 +79,12 @@ def table(docs: list[dict], factor: float) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("observations", type=Path, help="a run's observations.jsonl")
+    ap.add_argument("observations", type=Path, help="a run's observations.jsonl (or its run directory)")
     ap.add_argument("--factor", type=float, default=1.6, help="a gap over this x the record's median is a stall")
     args = ap.parse_args()
     try:
-        docs = [json.loads(line) for line in args.observations.read_text().splitlines() if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+        docs = read_observations(args.observations)
+    except (ConformanceError, OSError) as exc:
         print(f"stream_stalls: cannot read {args.observations}: {exc}", file=sys.stderr)
         return 2
     print(table([d for d in docs if d.get("status") == "ok"], args.factor))

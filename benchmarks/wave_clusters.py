@@ -16,10 +16,15 @@ wave's TPOT p50. Times are ms from the wave's first request sent. A figure, not 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from conformance.errors import ConformanceError  # noqa: E402
+from conformance.run.rundir import read_observations  # noqa: E402
 
 
 def _times(rec: dict) -> tuple[float, float, float] | None:
@@ -74,13 +79,13 @@ def table(docs: list[dict], concurrency: set[int] | None, gap_ms: float) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("observations", type=Path, help="a run's observations.jsonl")
+    ap.add_argument("observations", type=Path, help="a run's observations.jsonl (or its run directory)")
     ap.add_argument("--concurrency", type=int, action="append", help="a rung to show (repeatable; default 32)")
     ap.add_argument("--gap-ms", type=float, default=5.0, help="first tokens this close to the one before are one group")
     args = ap.parse_args()
     try:
-        docs = [json.loads(line) for line in args.observations.read_text().splitlines() if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+        docs = read_observations(args.observations)
+    except (ConformanceError, OSError) as exc:
         print(f"wave_clusters: cannot read {args.observations}: {exc}", file=sys.stderr)
         return 2
     print(table(docs, set(args.concurrency or [32]), args.gap_ms))

@@ -103,10 +103,14 @@ class ObservationLog:
 
 def read_observations(run_dir: Path) -> list[dict[str, Any]]:
     """The run's observations, validated, with the paths of the checkout that measured them written as
-    this checkout's (`run.relocate`; run.json's provenance says where it ran)."""
+    this checkout's (`run.relocate`; run.json's provenance says where it ran). `run_dir` may also name
+    the run's observations file itself."""
     from conformance.run.relocate import moves
 
-    path = Path(run_dir) / OBSERVATIONS_FILE
+    run_dir = Path(run_dir)
+    if run_dir.name == OBSERVATIONS_FILE and not run_dir.is_dir():
+        run_dir = run_dir.parent
+    path = run_dir / OBSERVATIONS_FILE
     if not path.is_file():
         raise ConformanceError(f"{path}: no observations file (is {run_dir} a run directory of `conformance run`?)")
     lines = path.read_text(encoding="utf-8").split("\n")

@@ -76,7 +76,8 @@ def test_across_runs_takes_each_runs_ratio_as_one_sample():
 def test_across_runs_on_the_committed_h100_runs(tmp_path):
     """The six committed same-run ladders on H100s: over the runs, the reference is at least as good as
     vLLM at every rung, though in one of the six c = 32's TPOT p50 is worse in its own run; one run alone is
-    refused, and an unreadable or empty file is named."""
+    refused, and an unreadable, empty or invalid file is named (observations are read and validated by
+    `conformance/run/rundir.py` `read_observations`)."""
     live = REPO_ROOT / "suites" / "results" / "live"
     paths = [live / "h100-same-run" / f"run-{i}" / "observations.jsonl" for i in (1, 2)] + \
             [live / "h100-four-runs" / f"run-{i}" / "observations.jsonl" for i in (1, 2, 3, 4)]
@@ -90,6 +91,11 @@ def test_across_runs_on_the_committed_h100_runs(tmp_path):
     bad = subprocess.run([*script, str(paths[0]), str(tmp_path / "missing.jsonl"), "--across-runs"],
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "cannot read" in bad.stderr and "missing.jsonl" in bad.stderr
-    (tmp_path / "empty.jsonl").write_text("")
-    empty = subprocess.run([*script, str(tmp_path / "empty.jsonl")], capture_output=True, text=True)
-    assert empty.returncode == 1 and "empty.jsonl holds no observation" in empty.stderr
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "observations.jsonl").write_text("")
+    empty = subprocess.run([*script, str(tmp_path / "empty")], capture_output=True, text=True)
+    assert empty.returncode == 1 and "empty holds no observation" in empty.stderr
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "observations.jsonl").write_text('{"status": "ok"}\n')
+    invalid = subprocess.run([*script, str(tmp_path / "bad" / "observations.jsonl")], capture_output=True, text=True)
+    assert invalid.returncode == 1 and "line 1" in invalid.stderr and "'case_id' is a required property" in invalid.stderr

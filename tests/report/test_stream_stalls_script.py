@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from conformance.paths import REPO_ROOT
+from conformance.run.rundir import read_observations
 
 SCRIPT = REPO_ROOT / "benchmarks" / "stream_stalls.py"
 
@@ -58,14 +59,20 @@ def test_a_steady_stream_has_no_stall_and_short_records_are_left_out():
 
 
 def test_the_script_prints_a_row_per_engine_and_rung(tmp_path):
-    doc = {"status": "ok", "engine": {"name": "vllm"},
-           "throughput": {"rungs": [{"concurrency": 1, "records": [_record(0.0, STALLED)]}]}}
-    obs = tmp_path / "observations.jsonl"
-    obs.write_text(json.dumps(doc) + "\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), str(obs)], capture_output=True, text=True, check=True).stdout
-    assert "| vllm | 1 | 4 | 192 | 48.0 | 16.7% |" in out, out
+    """On a committed run (read and validated by `rundir.read_observations`, its directory or its file):
+    the table of its ok observations; a missing or invalid file is named, exit 2."""
+    run = REPO_ROOT / "suites" / "results" / "live" / "h100-four-runs" / "run-3"
+    docs = [d for d in read_observations(run) if d.get("status") == "ok"]
+    out = subprocess.run([sys.executable, str(SCRIPT), str(run / "observations.jsonl")], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == _script().table(docs, 1.6) and out.count("\n| vllm | ") == 6, out
+    by_dir = subprocess.run([sys.executable, str(SCRIPT), str(run)], capture_output=True, text=True, check=True).stdout
+    assert by_dir == out
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+    (tmp_path / "observations.jsonl").write_text('{"status": "ok"}\n')
+    invalid = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
+    assert invalid.returncode == 2 and "line 1" in invalid.stderr and "required property" in invalid.stderr
 
 
 def test_waves_are_counted_apart():

@@ -3,7 +3,7 @@
 A wave of 32 whose first 16 requests get their first token at 100 ms and the other 16 at 190 ms, all ending
 at 400 ms, has two groups with TPOTs of 300 / 127 and 210 / 127 ms, and its TPOT p50 lies between them; the
 times are from the wave's first request sent, waves are shown apart, a failed record is left out, and a
-rung not asked for is not shown.
+rung not asked for is not shown; the script reads a run through `rundir.read_observations`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 import pytest
 
 from conformance.paths import REPO_ROOT
+from conformance.run.rundir import read_observations
 
 SCRIPT = REPO_ROOT / "benchmarks" / "wave_clusters.py"
 
@@ -62,16 +63,20 @@ def test_waves_apart_and_failed_records_left_out():
 
 
 def test_the_script_prints_the_chosen_rung(tmp_path):
-    doc = {"status": "ok", "engine": {"name": "reference"},
-           "throughput": {"rungs": [{"concurrency": 1, "records": [_record(0.0, 15.0, 120.0)]},
-                                    {"concurrency": 32, "records": _wave(0.0)}]}}
-    obs = tmp_path / "observations.jsonl"
-    obs.write_text(json.dumps(doc) + "\n")
-    out = subprocess.run([sys.executable, str(SCRIPT), str(obs)], capture_output=True, text=True, check=True).stdout
-    assert "| reference | 32 | 0 | 16 at 100 - 103 (2.35) · 16 at 190 - 193 (1.64) | 400 |" in out, out
-    assert "| reference | 1 |" not in out
-    one = subprocess.run([sys.executable, str(SCRIPT), str(obs), "--concurrency", "1"], capture_output=True,
+    """On a committed run (read and validated by `rundir.read_observations`): c = 32 by default, the rungs
+    asked for otherwise; a missing or invalid file is named, exit 2."""
+    run = REPO_ROOT / "suites" / "results" / "live" / "h100-four-runs" / "run-3"
+    docs = [d for d in read_observations(run) if d.get("status") == "ok"]
+    mod = _script()
+    out = subprocess.run([sys.executable, str(SCRIPT), str(run / "observations.jsonl")], capture_output=True,
                          text=True, check=True).stdout
-    assert "| reference | 1 | 0 | 1 at 15 (0.83) | 120 | 0.83 |" in one, one
+    assert out.strip() == mod.table(docs, {32}, 5.0) and "| reference | 32 | 0 | 16 at" in out, out
+    assert "| reference | 1 |" not in out
+    one = subprocess.run([sys.executable, str(SCRIPT), str(run), "--concurrency", "1", "--concurrency", "8"],
+                         capture_output=True, text=True, check=True).stdout
+    assert one.strip() == mod.table(docs, {1, 8}, 5.0) and "| vllm | 8 | 2 |" in one
     bad = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path / "missing.jsonl")], capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+    (tmp_path / "observations.jsonl").write_text('{"status": "ok"}\n')
+    invalid = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path)], capture_output=True, text=True)
+    assert invalid.returncode == 2 and "line 1" in invalid.stderr and "required property" in invalid.stderr
