@@ -56,7 +56,7 @@ for what in "${WHAT[@]}"; do
         --host-freeze benchmarks/h200-host-freeze.txt --use-host 'nvidia-*' --need nvidia-nccl-cu13 \
         --leave-out flashinfer-python opencv-python-headless pynvvideocodec tilelang tokenspeed-triton z3-solver \
         --deviation-env VLLM_USE_FLASHINFER_SAMPLER=0 --deviation-arg=--gdn-prefill-backend --deviation-arg=triton \
-        --deviation-reason "FlashInfer is not carried to the H200 host (it JIT-compiles with the host's nvcc): vLLM's SM90 defaults that use it, the FlashInfer sampler and the flashinfer GDN prefill backend, are switched to the PyTorch / Triton paths" \
+        --deviation-reason "FlashInfer is not carried to the GPU host, an H100 or H200 with no network (it JIT-compiles with the host's nvcc): vLLM's SM90 defaults that use it, the FlashInfer sampler and the flashinfer GDN prefill backend, are switched to the PyTorch / Triton paths" \
         --wheel-cache "$WHEEL_CACHE"
       # the wheels just downloaded stay in the cache for the next pack
       cp -n "$work/pack/wheels/"*.whl "$WHEEL_CACHE/" 2>/dev/null || true
