@@ -5,15 +5,15 @@ fused_linear.LinearGroup). Up to `max_fused_rows` rows (decode and verify steps,
 GEMMs are bound by reading the weight) they are one GEMM and gate, up are column views of its
 [T, 2 I] product; SiLU and the product are taken in place in the gate's columns (one kernel on
 CUDA, fused_gates.silu_mul), so the product lives through down_proj whole. Above it (prefill
-chunks) they are two GEMMs over the same rows, as before fusion: up's product dies at the
-multiplication, and the peak stays the activation plan's (memory.planner.activation_bytes:
-2 I + 2 hidden per token; the fused product would add T x hidden during down_proj).
+chunks) they are two GEMMs over the same rows, as before fusion, and the same silu_mul writes
+into gate's product: up's product dies at the multiplication, and the peak stays the activation
+plan's (memory.planner.activation_bytes: 2 I + 2 hidden per token; the fused product would add
+T x hidden during down_proj).
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from engine_under_test.model.fused_gates import silu_mul
@@ -33,7 +33,7 @@ class SwiGLUMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x [T, hidden] -> [T, hidden]."""
         if not self.gate_up_proj.fused or x.shape[0] > self.max_fused_rows:
-            h = F.silu(self.gate_proj(x), inplace=True)
-            return self.down_proj(h.mul_(self.up_proj(x)))        # in place: one intermediate fewer
+            # in gate's product: one intermediate fewer, one kernel on CUDA (torch's SiLU then a product: two)
+            return self.down_proj(silu_mul(self.gate_proj(x), self.up_proj(x)))
         gate, up = self.gate_up_proj(x)                          # column views of one product
         return self.down_proj(silu_mul(gate, up))                # in gate's columns (one kernel on CUDA)
