@@ -2,7 +2,7 @@
 of its defects (not a CI gate; a check of the checks, run by hand after changing them). The
 defects are the runtime's recent paths: the captured prefill pass (one request's, several new
 prompts'), host reads in a captured body, split mixed steps, the drafter's context of a prompt
-step, ragged prompt groups.
+step, ragged prompt groups, the prompt-pass conv kernel.
 
 Usage:
     .venv/bin/python benchmarks/runtime_defects.py            # every defect
@@ -35,6 +35,8 @@ PROMPTS_TESTS = ("tests/engine_under_test/runtime/test_prefill_graphs_of_prompts
 RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
 SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
 HOST_READ_TESTS = ("tests/engine_under_test/runtime/test_captured_bodies_read_nothing.py",)
+# run on CUDA or with TRITON_INTERPRET=1 and Triton importable (otherwise they skip: no kill)
+PREFILL_CONV_TESTS = ("tests/engine_under_test/model/test_gdn_prefill_conv_kernel.py",)
 
 
 class Defect(NamedTuple):
@@ -110,6 +112,12 @@ DEFECTS = (
            "slots.all_states or slots.ragged", "slots.all_states", 2, RAGGED_TESTS),
     Defect("ragged group: pad rows written back", "engine_under_test/model/forward_batch.py",
            "elif self.is_ragged(seqs, query_len):", "elif False:", 1, RAGGED_TESTS),
+    Defect("prefill conv kernel: the saved state taken one position early",
+           "engine_under_test/model/gdn_prefill_conv_kernel.py", "idx = pos + 1 + o_r", "idx = pos + o_r", 1,
+           PREFILL_CONV_TESTS),
+    Defect("prefill conv kernel: a non-fresh sequence's state rows not read",
+           "engine_under_test/model/gdn_prefill_conv_kernel.py", "mask=(r < 0)[:, None] & keep[None, :], other=0)",
+           "mask=(r < 0)[:, None] & keep[None, :] & False, other=0)", 1, PREFILL_CONV_TESTS),
 )
 
 

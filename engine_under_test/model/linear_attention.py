@@ -20,10 +20,13 @@ last K-1 conv inputs) and ssm [num_blocks, Hv, Dv, Dk] (the pool's, vLLM's, layo
 through a transposed view as [Hv, Dk, Dv]); one block is one state slot (see ForwardBatch).
 On CUDA (backend "fla") a pass that snapshots several positions runs two kernels that read
 and write the conv and SSM slots in place (gdn_conv_kernel.py, gdn_snapshots.py); other passes
-gather the state, run the kernels and write the saved positions back. A ragged group (prompt
-chunks of several lengths padded to the longest, `ForwardBatch.groups`) gives its pad rows a gate
-and a step size of 0, so the recurrent state after the last pad row is the state after the
-sequence's last input, and reads each sequence's conv state at its own last input.
+(prompt chunks) run the conv as two kernels that read the conv slots and write q, k, v and the
+saved conv states (gdn_prefill_conv_kernel.py), gather the SSM state, run fla's chunked rule and
+write the saved states back; off CUDA, the torch conv (the reference the kernels are checked
+against). A ragged group (prompt chunks of several lengths padded to the longest,
+`ForwardBatch.groups`) gives its pad rows a gate and a step size of 0, so the recurrent state
+after the last pad row is the state after the sequence's last input, and reads each sequence's
+conv state at its own last input.
 """
 
 from __future__ import annotations
@@ -82,23 +85,28 @@ class GatedDeltaNet(nn.Module):
             if g is None:
                 beta = b_raw.sigmoid()
                 g = -self.A_log.float().exp() * F.softplus(a_raw.float() + self.dt_bias)
-            conv0 = conv_rows[slots.src]
-            if slots.any_fresh:
-                conv0 = torch.where(slots.fresh[:, None, None], 0, conv0)
+            G = len(seqs)
             conv_in = batch.gather(mixed, seqs, qlen)
             if len(groups) == 1:      # NOTE: peak memory: the projection dies with the conv's input copy
                 mixed = a_raw = b_raw = None        # (the gates are computed: no view of it is left)
-            # a ragged group's conv states are read at each sequence's own last input (a view per position)
-            qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states or slots.ragged)
-            del conv_in
-            _save(conv_rows, conv_states, slots, slots.all_states or slots.ragged)     # conv0 is a copy: safe
-            del conv_states           # NOTE: peak memory: a per-position view holds the conv input
-            q, k, v = torch.split(qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
-            G = len(seqs)
-            q = q.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
-            k = k.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
-            v = v.reshape(G, qlen, self.num_v_heads, self.head_v_dim).contiguous()
-            del qkv
+            if self._prefill_conv_kernel(x, slots, backend):
+                # NOTE: two kernels write q, k, v in place of the torch conv below (gdn_prefill_conv_kernel.py)
+                q, k, v = self._kernel_conv(conv_in, batch, gid, seqs, qlen, slots, conv_rows, weight)
+                del conv_in
+            else:
+                conv0 = conv_rows[slots.src]
+                if slots.any_fresh:
+                    conv0 = torch.where(slots.fresh[:, None, None], 0, conv0)
+                # a ragged group's conv states are read at each sequence's own last input (a view per position)
+                qkv, conv_states = causal_conv1d(conv_in, conv0, weight, slots.all_states or slots.ragged)
+                del conv_in
+                _save(conv_rows, conv_states, slots, slots.all_states or slots.ragged)     # conv0 is a copy: safe
+                del conv_states           # NOTE: peak memory: a per-position view holds the conv input
+                q, k, v = torch.split(qkv, [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+                q = q.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
+                k = k.reshape(G, qlen, self.num_k_heads, self.head_k_dim).contiguous()
+                v = v.reshape(G, qlen, self.num_v_heads, self.head_v_dim).contiguous()
+                del qkv
             g_grp, beta_grp = batch.gather(g, seqs, qlen), batch.gather(beta, seqs, qlen)
             if slots.ragged:          # pad rows: gate 0 and step 0 leave the state as it is
                 pad = ~batch.real_mask(seqs, qlen)[..., None]
@@ -138,6 +146,27 @@ class GatedDeltaNet(nn.Module):
     def _snapshot_kernels(self, x: torch.Tensor, slots: StateSlots, backend: str) -> bool:
         """Whether a group runs `_fused_snapshots`: a snapshotting pass, backend fla on CUDA, width 4."""
         return slots.all_states and backend == "fla" and x.is_cuda and self.kernel == 4
+
+    def _prefill_conv_kernel(self, x: torch.Tensor, slots: StateSlots, backend: str) -> bool:
+        """Whether a group runs its conv through `_kernel_conv`: a pass saving one state per sequence
+        (prompt chunks), backend fla on CUDA, width 4."""
+        return not slots.all_states and backend == "fla" and x.is_cuda and self.kernel == 4
+
+    def _kernel_conv(self, conv_in, batch, gid, seqs, qlen, slots, conv_rows,
+                     weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The conv of a pass that does not snapshot every position, in two Triton kernels
+        (gdn_prefill_conv_kernel.py): q, k, v [G, L, H, D] as contiguous views of one buffer,
+        the same values as the torch path's, and each saved position's conv state (a ragged
+        group's at each sequence's own last input) written into its pool slot. The slot tensors
+        are converted to the kernels' index types once per pass."""
+        from engine_under_test.model.gdn_prefill_conv_kernel import conv_prefill
+
+        src, fresh, save_seq, save_pos, save_dst = batch.memo(("prefill_conv_slots", gid, tuple(seqs), qlen), lambda: (
+            slots.src.to(torch.int64).contiguous(), slots.fresh.to(torch.int32).contiguous(),
+            slots.save_seq.to(torch.int64).contiguous(), slots.save_pos.to(torch.int64).contiguous(),
+            slots.save_dst.to(torch.int64).contiguous()))
+        return conv_prefill(conv_in, weight, conv_rows, src, fresh, save_seq, save_pos, save_dst,
+                            self.num_k_heads, self.head_k_dim, self.num_v_heads, self.head_v_dim)
 
     def _fused_snapshots(self, mixed, a_raw, b_raw, core, batch, gid, seqs, qlen, slots, conv_rows, ssm_pool,
                          weight) -> None:

@@ -6,7 +6,9 @@
 - the whole target on CUDA against the same checkpoint on the CPU (whose torch kernels match
   transformers, test_hf_parity.py): a batched prefill crossing the 64-token chunk, then a
   4-token snapshot pass, logits and saved states, in float32 and in bf16 (against the CPU's
-  own bf16 error); and a ragged group of four prompt lengths, then decode steps.
+  own bf16 error); and a ragged group of four prompt lengths, then decode steps;
+- the prompt-pass conv kernel (gdn_prefill_conv_kernel) against the layer's torch conv at the 2b
+  shapes in bf16: 16 chunks of 512 inputs and a ragged group, saved states bit for bit.
 Errors are ||out - ref|| / ||ref||; inputs are drawn fresh from seeded generators.
 """
 
@@ -281,3 +283,47 @@ def test_snapshot_kernel_computes_the_layers_gates_from_raw_projections(dtype):
     got = gdn_snapshots(q, k, v, a_raw, b_raw, pools[1], src, fresh, dst, save, gates=(A_log, dt_bias))
     torch.cuda.synchronize()
     assert _rel(got, ref) < 1e-5 and _rel(pools[1], pools[0]) < 1e-5
+
+
+@pytest.mark.parametrize("lengths", [[512] * 16, [512] * 15 + [457]])
+def test_prefill_conv_kernel_matches_the_torch_conv_at_the_2b_shapes(lengths):
+    """conv_prefill (gdn_prefill_conv_kernel.py) == the layer's torch conv (causal_conv1d, SiLU, q / k / v
+    split, `_save`) in bf16 at Qwen3.5-2b's shapes (Hk = Hv = 16, Dk = Dv = 128: C = 6144): 16 prompt
+    chunks of 512 inputs read as a column view of the projection (row stride C + 2 Hv), and a ragged
+    group (one chunk of 457, padded, saving at its own last input; a gathered copy); some
+    sequences fresh, one saving into another's source block. Outputs within bf16 rounding, the
+    saved states bit for bit, no other block written (NaN-poisoned pool)."""
+    from engine_under_test.model.gated_delta_net import causal_conv1d
+    from engine_under_test.model.gdn_prefill_conv_kernel import conv_prefill
+    from engine_under_test.model.linear_attention import StateSlots, _save
+
+    hk, dk, hv, dv = 16, 128, 16, 128
+    G, L, C = len(lengths), max(lengths), 2 * hk * dk + hv * dv
+    ragged = min(lengths) < L
+    gen = torch.Generator(device="cuda").manual_seed(13)
+    proj = torch.randn(G * L, C + 2 * hv, generator=gen, device="cuda").to(torch.bfloat16)
+    x = proj[:, :C].unflatten(0, (G, L))
+    if ragged:                                      # batch.gather's copy: a pad row repeats the last input
+        rows = torch.tensor([g * L + min(j, n - 1) for g, n in enumerate(lengths) for j in range(L)], device="cuda")
+        x = proj[rows, :C].view(G, L, C)
+    weight = torch.randn(C, 4, generator=gen, device="cuda").to(torch.bfloat16)
+    num_blocks = 2 * G + 2
+    pool = torch.full((num_blocks, C, 4), float("nan"), device="cuda", dtype=torch.bfloat16)
+    src = torch.arange(1, G + 1, device="cuda")
+    pool[1:G + 1, :, :3] = torch.randn(G, C, 3, generator=gen, device="cuda").to(torch.bfloat16)
+    fresh = torch.arange(G, device="cuda") % 5 == 0
+    dst = torch.arange(G + 1, 2 * G + 1, device="cuda")
+    dst[3] = 5                                      # sequence 4's source block
+    slots = StateSlots(src=src, fresh=fresh, any_fresh=True, all_states=False,
+                       save_seq=torch.arange(G, device="cuda"), save_pos=torch.tensor(lengths, device="cuda") - 1,
+                       save_dst=dst, dst_grid=None, save_grid=None, ragged=ragged)
+    want_pool = pool.clone()
+    conv0 = torch.where(fresh[:, None, None], 0, pool[:, :, :3][src])
+    qkv, states = causal_conv1d(x, conv0, weight, ragged)
+    _save(want_pool[:, :, :3], states, slots, ragged)
+    q, k, v = conv_prefill(x, weight, pool[:, :, :3], src, fresh.to(torch.int32), slots.save_seq, slots.save_pos,
+                           dst, hk, dk, hv, dv)
+    torch.cuda.synchronize()
+    for got, cols in ((q, slice(0, hk * dk)), (k, slice(hk * dk, 2 * hk * dk)), (v, slice(2 * hk * dk, None))):
+        assert got.is_contiguous() and _rel(got.flatten(2), qkv[..., cols]) < 1e-2
+    torch.testing.assert_close(pool, want_pool, rtol=0, atol=0, equal_nan=True)
