@@ -11,11 +11,14 @@ Usage:
 Contract: for each defect (a named edit of one engine file: a snippet and what replaces it, with
 the number of times the snippet occurs) the checkout's files (tracked, and untracked ones git
 does not ignore: the working tree as it is) are copied to a temporary folder, the edit is applied
-there (the checkout is never touched), and the defect's tests run from the copy (`PYTHONPATH`
-first, so the copy's engine is the one imported). A line
-per defect: its name and pytest's summary. A defect is killed when its tests fail (pytest's exit
-status 1 with failures; no test collected, or a collection error, is not a kill). Exit status 1
-when a defect survives or a snippet is not found as often as stated (the table is stale).
+there (the checkout is never touched), and the defect's tests run from the copy (the copy first on
+`PYTHONPATH`, before what the caller's `PYTHONPATH` holds, e.g. a Triton for the interpreter, so
+the copy's engine is the one imported). A line per defect: its name, its outcome and pytest's
+summary. A defect is killed when its tests fail (pytest's exit status 1 with failures; no test
+collected, or a collection error, is not a kill); it is "not judged here" when every one of its
+tests skipped (the prompt-pass conv kernel's tests need CUDA, or Triton with `TRITON_INTERPRET=1`).
+Exit status 1 when a defect survives or a snippet is not found as often as stated (the table is
+stale); else 2 when some defect could not be judged here; else 0.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ PROMPTS_TESTS = ("tests/engine_under_test/runtime/test_prefill_graphs_of_prompts
 RAGGED_TESTS = ("tests/engine_under_test/model/test_ragged_groups.py",)
 SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
 HOST_READ_TESTS = ("tests/engine_under_test/runtime/test_captured_bodies_read_nothing.py",)
-# run on CUDA or with TRITON_INTERPRET=1 and Triton importable (otherwise they skip: no kill)
+# run on CUDA or with TRITON_INTERPRET=1 and Triton importable (otherwise they skip: not judged here)
 PREFILL_CONV_TESTS = ("tests/engine_under_test/model/test_gdn_prefill_conv_kernel.py",)
 
 
@@ -121,24 +124,34 @@ DEFECTS = (
 )
 
 
-def run(defect: Defect, tree: Path) -> tuple[bool, str]:
-    """(the defect's tests failed, pytest's summary line) with the defect applied in `tree`."""
+KILLED, SURVIVED, NOT_JUDGED = "killed", "SURVIVED", "not judged here"
+
+
+def run(defect: Defect, tree: Path) -> tuple[str, str]:
+    """(KILLED, SURVIVED or NOT_JUDGED, pytest's summary line) with the defect applied in `tree`:
+    NOT_JUDGED when its tests all skipped (none passed, failed or errored)."""
     target = tree / defect.path
     original = target.read_text()
     found = original.count(defect.snippet)
     if found != defect.count:
-        return False, f"STALE: the snippet occurs {found} times in {defect.path}, the table says {defect.count}"
+        return SURVIVED, f"STALE: the snippet occurs {found} times in {defect.path}, the table says {defect.count}"
     target.write_text(original.replace(defect.snippet, defect.replacement))
     try:
-        env = {**os.environ, "PYTHONPATH": str(tree)}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(tree), os.environ.get("PYTHONPATH"))))}
         proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
                                *defect.tests], cwd=tree, env=env, capture_output=True, text=True)
     finally:
         target.write_text(original)
-    lines = [ln for ln in proc.stdout.splitlines() if " passed" in ln or " failed" in ln or " error" in ln
-             or "no tests ran" in ln]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip() and ln.split()[0].isdigit() and any(
+        w in ln for w in (" passed", " failed", " error", " skipped"))] or \
+        [ln for ln in proc.stdout.splitlines() if "no tests ran" in ln]
     summary = lines[-1] if lines else proc.stdout[-300:]
-    return proc.returncode == 1 and " failed" in summary, summary     # 1: tests failed (not: none ran, an error)
+    if proc.returncode == 1 and " failed" in summary:                 # 1: tests failed (not: none ran, an error)
+        return KILLED, summary
+    # every test skipped (exit status 5 when the skip is the module's own): the defect is not judged here
+    skipped_only = proc.returncode in (0, 5) and " skipped" in summary and not any(
+        w in summary for w in (" passed", " failed", " error"))
+    return (NOT_JUDGED if skipped_only else SURVIVED), summary
 
 
 def main() -> int:
@@ -148,7 +161,7 @@ def main() -> int:
     chosen = [d for d in DEFECTS if args.k in d.name]
     files = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            capture_output=True, text=True, check=True).stdout.split()
-    survived = 0
+    outcomes = []
     with tempfile.TemporaryDirectory(prefix="runtime-defects-") as tmp:
         tree = Path(tmp)
         for f in files:
@@ -156,11 +169,14 @@ def main() -> int:
                 (tree / f).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(REPO / f, tree / f)
         for i, defect in enumerate(chosen, 1):
-            killed, summary = run(defect, tree)
-            survived += not killed
-            print(f"[{i}/{len(chosen)}] {'killed  ' if killed else 'SURVIVED'} {defect.name}: {summary}", flush=True)
-    print(f"{len(chosen) - survived} of {len(chosen)} defects fail their tests")
-    return 1 if survived else 0
+            outcome, summary = run(defect, tree)
+            outcomes.append(outcome)
+            print(f"[{i}/{len(chosen)}] {outcome} {defect.name}: {summary}", flush=True)
+    unjudged = outcomes.count(NOT_JUDGED)
+    print(f"{outcomes.count(KILLED)} of {len(chosen)} defects fail their tests"
+          + (f"; {unjudged} not judged here (their tests skipped: they need CUDA, or Triton on PYTHONPATH"
+             " with TRITON_INTERPRET=1)" if unjudged else ""))
+    return 1 if SURVIVED in outcomes else 2 if unjudged else 0
 
 
 if __name__ == "__main__":
