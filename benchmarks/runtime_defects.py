@@ -2,7 +2,7 @@
 of its defects (not a CI gate; a check of the checks, run by hand after changing them). The
 defects are the runtime's recent paths: the captured prefill pass (one request's, several new
 prompts'), host reads in a captured body, split mixed steps, the drafter's context of a prompt
-step, ragged prompt groups, the prompt-pass conv kernel.
+step, ragged prompt groups, the prompt-pass conv kernel, the l2 norm of q and k.
 
 Usage:
     .venv/bin/python benchmarks/runtime_defects.py            # every defect
@@ -40,6 +40,7 @@ SPLIT_TESTS = ("tests/engine_under_test/runtime/test_decode_graph_path.py",)
 HOST_READ_TESTS = ("tests/engine_under_test/runtime/test_captured_bodies_read_nothing.py",)
 # run on CUDA or with TRITON_INTERPRET=1 and Triton importable (otherwise they skip: not judged here)
 PREFILL_CONV_TESTS = ("tests/engine_under_test/model/test_gdn_prefill_conv_kernel.py",)
+NORM_TESTS = ("tests/engine_under_test/model/test_fused_norms.py",)       # the same: CUDA or the interpreter
 
 
 class Defect(NamedTuple):
@@ -121,6 +122,8 @@ DEFECTS = (
     Defect("prefill conv kernel: a non-fresh sequence's state rows not read",
            "engine_under_test/model/gdn_prefill_conv_kernel.py", "mask=(r < 0)[:, None] & keep[None, :], other=0)",
            "mask=(r < 0)[:, None] & keep[None, :] & False, other=0)", 1, PREFILL_CONV_TESTS),
+    Defect("l2 norm kernel: the norm not squared", "engine_under_test/model/fused_norms.py",
+           "tl.rsqrt(norm * norm + eps)", "tl.rsqrt(norm + eps)", 1, NORM_TESTS),
 )
 
 

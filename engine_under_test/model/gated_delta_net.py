@@ -26,6 +26,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from engine_under_test.model import fused_norms
 from engine_under_test.model.forward_batch import device_tensor
 
 
@@ -133,10 +134,10 @@ CHUNK_MIN_TOKENS = 64      # fla's chunk: shorter inputs (decode) take the recur
 
 def l2norm_float32(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     """x / sqrt(sum(x^2) + eps) over the last axis, computed in float32, returned in x's dtype
-    (what fla's `use_qk_l2norm_in_kernel` computes before its chunked kernels). NOTE: peak
-    memory: the norm reduces x without a float32 copy of it; one float32 product is alive."""
-    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float32)
-    return torch.mul(x, torch.rsqrt(norm.square_() + eps)).to(x.dtype)
+    (what fla's `use_qk_l2norm_in_kernel` computes before its chunked kernels): one Triton kernel
+    on CUDA for a contiguous x, else the torch ops (`fused_norms.l2_norm`). NOTE: peak memory: the
+    torch ops reduce x without a float32 copy of it; one float32 product is alive."""
+    return fused_norms.l2_norm(x, eps)
 
 
 FLA_CHUNK_TOKENS = 64      # fla's chunk size for the gated delta rule (its default)

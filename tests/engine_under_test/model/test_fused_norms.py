@@ -90,3 +90,27 @@ def test_gated_norm_reads_a_gate_of_a_fused_projection_in_place(dtype):
         gate.view(-1, 32)                                                  # the rows do not merge
     want = (norm.weight * norm.normalize(x).to(dtype) * torch.nn.functional.silu(gate.float())).to(dtype)
     _close(fused_norms.gated_rms_norm(x, gate, norm), want, dtype)
+
+
+def _torch_l2(x, eps):
+    """gated_delta_net.l2norm_float32's torch ops, written out: the reference of the kernel."""
+    norm = torch.linalg.vector_norm(x, dim=-1, keepdim=True, dtype=torch.float32)
+    return torch.mul(x, torch.rsqrt(norm.square_() + eps)).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(3, 37, 4, 128), (2, 5, 64), (3, 48)])
+def test_l2_norm_matches_the_torch_ops(shape, dtype):
+    """Rows of 128 (q and k at the 2b shapes, a row count not a multiple of the program's rows), 64 and
+    48 (not a power of two); a zero row gives zeros; a non-contiguous x takes the torch ops."""
+    g = torch.Generator().manual_seed(sum(shape))
+    x = _rand(g, *shape, dtype=dtype) * 3
+    x.view(-1, shape[-1])[1].zero_()
+    got = fused_norms.l2_norm(x, 1e-6)
+    assert got.shape == x.shape and got.dtype == dtype and got.is_contiguous()
+    _close(got, _torch_l2(x, 1e-6), dtype)
+    assert got.view(-1, shape[-1])[1].abs().max() == 0
+    rows = got.float().view(-1, shape[-1]).norm(dim=-1)
+    assert torch.allclose(rows[2:], torch.ones_like(rows[2:]), atol=1e-2)          # unit rows
+    strided = x.transpose(0, -2) if x.dim() > 2 else x[:, ::2]
+    _close(fused_norms.l2_norm(strided, 1e-6), _torch_l2(strided, 1e-6), dtype)
