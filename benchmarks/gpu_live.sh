@@ -30,7 +30,9 @@
 #                $OUT/same-run-pytest/verdicts.jsonl
 #   both-faces   same-run, then same-run-pytest, as one background job (no idle card between them)
 #   engine-tests the reference engine's GPU tests of the pipelined step (lossless, acceptance models, chain kernel)
-#                and of its kernels (fla's packed chunked call among them); ENGINE_TEST_FILES picks some of them
+#                and of its kernels (fla's packed chunked call among them); ENGINE_TEST_FILES picks some of them;
+#                then every test of the kernels' own files (KERNEL_TESTS: the prompt-pass conv, the norms, the
+#                gates; not marked gpu, since on a CPU they run under Triton's interpreter)
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
 #                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does); with
@@ -93,7 +95,10 @@ CACHE_PARTS_MAX=3
 ENGINE_TESTS=(tests/engine_under_test/runtime/test_pipelined_step.py tests/engine_under_test/runtime/test_gpu_lossless.py
               tests/engine_under_test/runtime/test_gpu_prefill_graphs.py
               tests/engine_under_test/runtime/test_chain_kernel.py tests/engine_under_test/model/test_gpu_kernels.py)
-# ENGINE_TEST_FILES="a.py b.py": only those (a short hold: the files that test what changed)
+# the kernels' own tests: not marked gpu (on a CPU they run under Triton's interpreter), every test of them on a card
+KERNEL_TESTS=(tests/engine_under_test/model/test_gdn_prefill_conv_kernel.py tests/engine_under_test/model/test_fused_norms.py
+              tests/engine_under_test/model/test_fused_gates.py)
+# ENGINE_TEST_FILES="a.py b.py": only those (a short hold: the files that test what changed), the kernels' tests too
 [ -n "${ENGINE_TEST_FILES:-}" ] && read -ra ENGINE_TESTS <<< "$ENGINE_TEST_FILES"
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
 wait_engine_tests() { local pid; [ -n "${IN_ENGINE_TESTS_JOB:-}" ] && return 0     # the job itself: nothing to wait for
@@ -225,8 +230,9 @@ for step in "$@"; do
       cp "$run"/observations.jsonl "$run"/junit.xml "$OUT/reference-expandable/" 2>/dev/null
       ;;
     engine-tests)
-      "${T[@]}" python3 -m pytest "${ENGINE_TESTS[@]}" -m gpu -q -p no:randomly -p no:cacheprovider 2>&1 \
-        | tee "$OUT/engine-tests.log" | tail -15
+      { "${T[@]}" python3 -m pytest "${ENGINE_TESTS[@]}" -m gpu -q -p no:randomly -p no:cacheprovider 2>&1
+        "${T[@]}" python3 -m pytest "${KERNEL_TESTS[@]}" -q -p no:randomly -p no:cacheprovider 2>&1; } \
+        | tee "$OUT/engine-tests.log" | grep -E " passed| failed| error|^FAILED|^ERROR" | tail -15
       ;;
     engine-tests-bg)
       rm -rf /tmp/engine-tests-tree && mkdir -p /tmp/engine-tests-tree
@@ -234,7 +240,9 @@ for step in "$@"; do
       then_steps=""      # THEN_STEPS: steps after the tests, in the same job (the card is idle otherwise)
       [ -n "${THEN_STEPS:-}" ] && then_steps="; IN_ENGINE_TESTS_JOB=1 bash benchmarks/gpu_live.sh /tmp/res-then $THEN_STEPS > $OUT/then-steps-bg.log 2>&1"
       setsid bash -c "cd /tmp/engine-tests-tree && PYTHONPATH=/tmp/engine-tests-tree:/tmp/fw-site timeout -s INT -k 30 540 python3 -m pytest ${ENGINE_TESTS[*]} \
-          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; echo \$? > $OUT/engine-tests.rc$then_steps" \
+          -m gpu -q -p no:randomly -p no:cacheprovider > $OUT/engine-tests.log 2>&1; rc=\$?; \
+          timeout -s INT -k 30 300 python3 -m pytest ${KERNEL_TESTS[*]} -q -p no:randomly -p no:cacheprovider >> $OUT/engine-tests.log 2>&1 \
+          || rc=\$((rc ? rc : \$?)); echo \$rc > $OUT/engine-tests.rc$then_steps" \
           < /dev/null > /dev/null 2>&1 &
       echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
       ;;
