@@ -1,7 +1,9 @@
-"""The live checks and the head-to-head table on what vLLM 0.33.0 and the reference did in ten runs on
-three H100 machines (committed observations: suites/results/live/h100-same-run/, two runs on one machine;
+"""The live checks and the head-to-head table on what vLLM 0.33.0 and the reference did in fifteen runs on
+four H100 machines (committed observations: suites/results/live/h100-same-run/, two runs on one machine;
 suites/results/live/h100-four-runs/, four on another; suites/results/live/h100-ports-four-runs/, four on a
-third, with the four live ports of examples/live-port/ in the same runs): each run's verdicts as its README
+third, with the four live ports of examples/live-port/ in the same runs;
+suites/results/live/h100-prefill-kernels-five-runs/, five on a fourth, the engine with its prompt-pass conv
+kernel, fused prefill gates and l2 norm kernel): each run's verdicts as its README
 states them. The reference is compared with vLLM as served in the same run (never with the H200 golden:
 another card); its throughput parity passes or is inconclusive (an interval straddles the band); its
 footprint stays inside the bound with no allowance; vLLM's overrun is a finding; by the head-to-head reading
@@ -37,6 +39,11 @@ RUNS = [
     ("h100-ports-four-runs/run-2", "inconclusive", ()),
     ("h100-ports-four-runs/run-3", "pass", ()),
     ("h100-ports-four-runs/run-4", "inconclusive", ()),
+    ("h100-prefill-kernels-five-runs/run-1", "pass", ()),
+    ("h100-prefill-kernels-five-runs/run-2", "inconclusive", ()),
+    ("h100-prefill-kernels-five-runs/run-3", "inconclusive", ()),
+    ("h100-prefill-kernels-five-runs/run-4", "pass", ()),
+    ("h100-prefill-kernels-five-runs/run-5", "inconclusive", ()),
 ]
 PORT_RUNS = [f"h100-ports-four-runs/run-{i}" for i in (1, 2, 3, 4)]
 # each live port of examples/live-port/ and the one check it fails (the correct port fails none)
