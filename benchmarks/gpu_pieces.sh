@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What an offline GPU host (an H100 or H200) needs for benchmarks/gpu_live.sh, made here (with network) in pieces of at most
-# PIECE_MB megabytes each, one numbered folder a piece, for a channel that moves folders of bounded size.
+# What an offline GPU host (an H100 or H200) needs for benchmarks/gpu_live.sh, made here (with network) in pieces
+# of at most PIECE_MB megabytes each, one numbered folder a piece, for a channel that moves folders of bounded size.
 #
 #   bash benchmarks/gpu_pieces.sh DIR [fw] [vllm]        (both when neither is named)
 #
@@ -21,7 +21,7 @@ cd "$(dirname "$0")/.."
 DIR=${1:?usage: gpu_pieces.sh DIR [fw] [vllm]}; shift
 # a piece travels beside the checkout's tracked files, and the two together stay under 64 MiB (CHANNEL_MIB): by
 # default a piece is what the checkout leaves of that, less 2 MiB, in whole megabytes (the checkout grows as
-# results are committed; 40 MB when it held 21 MB)
+# results are committed; 43 MB when it held 21 MB)
 CHANNEL_MIB=${CHANNEL_MIB:-64}
 tree_bytes=$(git ls-files -z | du --files0-from=- -cb 2>/dev/null | tail -1 | cut -f1)
 PIECE_MB=${PIECE_MB:-$(( ((CHANNEL_MIB - 2) * 1048576 - ${tree_bytes:-0}) / 1000000 ))}
