@@ -25,6 +25,9 @@
 #   same-run     start (in the background: it outlasts one call) `conformance run --live` of vLLM, the
 #                reference and the four live ports of examples/live-port on live-2b-dflash-k8: every engine
 #                compared with vLLM as served in this run on this card; report and the engines' logs in $OUT/same-run/
+#   same-runs    $SAME_RUNS (default 3) same-run ladders one after another, as one background job, each in
+#                $OUT/same-run-K/ (K = 1, 2, ..., on after those of an earlier same-runs): the runs that
+#                `live_tables.py --across-runs` takes as its samples; `wait` names each run's status
 #   same-run-pytest  the other face, in the background: `pytest suites/ -m gpu` of $PYTEST_ENGINES (default
 #                vLLM, the reference and the slowed port) on the same case; verdicts in
 #                $OUT/same-run-pytest/verdicts.jsonl
@@ -35,10 +38,10 @@
 #                gates; not marked gpu, since on a CPU they run under Triton's interpreter)
 #   engine-tests-bg  the same from a copy of the checkout, in the background (it needs only the framework's own
 #                wheels, so it can run while the oracle packs are still arriving); log in $OUT/engine-tests.log,
-#                its pid in /tmp/engine-tests.pid (`wait` does not wait for it; a later serving step does); with
-#                THEN_STEPS="STEP..." the same job runs those steps after the tests, in order (steps that need no
-#                oracle pack: mixed-steps, reference-N, reference-expandable; the card is idle while the packs
-#                arrive), log $OUT/then-steps-bg.log
+#                its pid in $PIDS/engine-tests.pid (PIDS: default /tmp; `wait` does not wait for it; a later serving
+#                step does); with THEN_STEPS="STEP..." the same job runs those steps after the tests, in order
+#                (steps that need no oracle pack: mixed-steps, reference-N, reference-expandable; the card is idle
+#                while the packs arrive), log $OUT/then-steps-bg.log
 #   mixed-steps  benchmarks/mixed_step_profile.py on the card (2b shapes, c = 32 prompts of 512 tokens, then c = 1):
 #                each step of a wave, and its eager steps under the profiler, as the engine runs them and then as
 #                before split mixed steps, ragged groups and prefill graphs (--whole-mixed-steps
@@ -66,6 +69,8 @@ STASH=${STASH:-/tmp/stash}
 PACK=${PACK:-/tmp/vllm-pack}
 SPACK=${SPACK:-/tmp/sglang-pack}
 GOLDENS=${GOLDENS:-/tmp/goldens}
+PIDS=${PIDS:-/tmp}                                   # the background steps' pid files (bg.pid, engine-tests.pid)
+REPORTS_SAME=${REPORTS_SAME:-/tmp/reports-same}     # the same-run steps' `conformance run --out`
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 COLUMNS=200
 export PYTHONPATH="$PWD:/tmp/fw-site${PYTHONPATH:+:$PYTHONPATH}"
 export DFLASH_CONFORMANCE_GOLDENS=$GOLDENS
@@ -102,7 +107,7 @@ KERNEL_TESTS=(tests/engine_under_test/model/test_gdn_prefill_conv_kernel.py test
 [ -n "${ENGINE_TEST_FILES:-}" ] && read -ra ENGINE_TESTS <<< "$ENGINE_TEST_FILES"
 # a serving step needs the card to itself: it waits for the engine's GPU tests run in the background
 wait_engine_tests() { local pid; [ -n "${IN_ENGINE_TESTS_JOB:-}" ] && return 0     # the job itself: nothing to wait for
-                      pid=$(cat /tmp/engine-tests.pid 2>/dev/null) || return 0
+                      pid=$(cat $PIDS/engine-tests.pid 2>/dev/null) || return 0
                       while kill -0 "$pid" 2>/dev/null; do sleep 2; done; }
 # the installed oracle packs, as options (read again before each step: an install step adds one)
 oracle_set() { ORACLE_SET=(); [ -f "$PACK/oracle-pack.json" ] && ORACLE_SET=(--live-set "vllm=$PACK/bin/vllm" --oracle-pack "$PACK")
@@ -120,14 +125,17 @@ restore_caches() { local c d
                      cat "$d"compile-caches.tgz.part-* | tar xz -C "$HOME" && echo "compile caches from the parts in $d: $(du -sh "$HOME/.cache/vllm" 2>/dev/null | cut -f1) vLLM, $(du -sh "$HOME/.triton/cache" 2>/dev/null | cut -f1) Triton"
                    done; }
 # the two faces' commands, each writing its folder under $OUT (one shell line each, run in the background)
+# same_run_cmd [FOLDER]: into $OUT/FOLDER (default same-run: an earlier one there is moved aside to same-run-<time>)
 same_run_cmd() {
   local ports=examples/live-port/engine.yaml,examples/live-port/engine-slow.yaml,examples/live-port/engine-acceptance.yaml,examples/live-port/engine-draft-outside.yaml
-  mkdir -p "$OUT/same-run"; [ -f "$OUT/same-run/rc" ] && mv "$OUT/same-run" "$OUT/same-run-$(date +%s)" && mkdir -p "$OUT/same-run"
+  local dir="$OUT/${1:-same-run}"
+  [ -z "${1:-}" ] && [ -f "$dir/rc" ] && mv "$dir" "$OUT/same-run-$(date +%s)"
+  mkdir -p "$dir"
   echo "python3 -m conformance run --live --cases ${LIVE_CASE:-live-2b-dflash-k8} --engines ${SAME_RUN_ENGINES:-vllm,reference,$ports} \
-        ${ORACLE_SET[*]/--live-set/--set} --out /tmp/reports-same > $OUT/same-run/run.log 2>&1;
-        echo \$? > $OUT/same-run/rc; run=\$(ls -td /tmp/reports-same/2* | head -1);
-        cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $OUT/same-run/;
-        cp -r \$run/logs $OUT/same-run/logs"
+        ${ORACLE_SET[*]/--live-set/--set} --out $REPORTS_SAME > $dir/run.log 2>&1;
+        echo \$? > $dir/rc; run=\$(ls -td $REPORTS_SAME/2* | head -1);
+        cp \$run/observations.jsonl \$run/verdicts.jsonl \$run/index.html \$run/junit.xml \$run/run.json $dir/;
+        cp -r \$run/logs $dir/logs"
 }
 pytest_face_cmd() {
   mkdir -p "$OUT/same-run-pytest"
@@ -139,7 +147,7 @@ pytest_face_cmd() {
 }
 # start_bg NAME COMMAND: COMMAND in its own session (it outlasts the call); `wait` waits for it
 start_bg() { setsid bash -c "$2" < /dev/null > /dev/null 2>&1 &
-             echo $! > /tmp/bg.pid; echo "started $1, pid $(cat /tmp/bg.pid)"; }
+             echo $! > $PIDS/bg.pid; echo "started $1, pid $(cat $PIDS/bg.pid)"; }
 
 for step in "$@"; do
   echo "=== $step $(date -u +%H:%M:%S)"
@@ -206,7 +214,7 @@ for step in "$@"; do
           --cases live-2b-dflash-k8,live-27b-dflash-c32-k8 ${ORACLE_SET[*]} --snapshot-update --snapshot-no-cleanup -rA -q \
           -p no:cacheprovider --basetemp /tmp/bt-golden --verdicts-out $OUT/golden-bg/verdicts.jsonl \
           > $OUT/golden-bg/pytest.log 2>&1; echo \$? > $OUT/golden-bg/rc" < /dev/null > /dev/null 2>&1 &
-      echo $! > /tmp/bg.pid; echo "started golden-bg, pid $(cat /tmp/bg.pid)"
+      echo $! > $PIDS/bg.pid; echo "started golden-bg, pid $(cat $PIDS/bg.pid)"
       ;;
     judged)
       "${T[@]}" python3 -m conformance run --live --cases live-2b-dflash-k8 --engines "${ENGINES:-reference}" \
@@ -244,10 +252,17 @@ for step in "$@"; do
           timeout -s INT -k 30 300 python3 -m pytest ${KERNEL_TESTS[*]} -q -p no:randomly -p no:cacheprovider >> $OUT/engine-tests.log 2>&1 \
           || rc=\$((rc ? rc : \$?)); echo \$rc > $OUT/engine-tests.rc$then_steps" \
           < /dev/null > /dev/null 2>&1 &
-      echo $! > /tmp/engine-tests.pid; echo "started engine-tests-bg, pid $(cat /tmp/engine-tests.pid)"
+      echo $! > $PIDS/engine-tests.pid; echo "started engine-tests-bg, pid $(cat $PIDS/engine-tests.pid)"
       ;;
     same-run)
       wait_engine_tests; start_bg same-run "$(same_run_cmd)"
+      ;;
+    same-runs)
+      wait_engine_tests; cmds=""; first=1     # numbered on after an earlier same-runs' folders of this host
+      for d in "$OUT"/same-run-*; do     # same-run-K, not same-run's same-run-<time>
+        k=${d##*/same-run-}; [[ -d $d && $k =~ ^[0-9]{1,3}$ ]] && (( 10#$k >= first )) && first=$((10#$k + 1)); done
+      for k in $(seq "$first" $((first + ${SAME_RUNS:-3} - 1))); do cmds+="$(same_run_cmd "same-run-$k"); "; done
+      start_bg "same-runs (${SAME_RUNS:-3})" "$cmds"
       ;;
     same-run-pytest)
       wait_engine_tests; start_bg same-run-pytest "$(pytest_face_cmd)"
@@ -286,12 +301,16 @@ for step in "$@"; do
       fi
       ;;
     wait)
-      pid=$(cat /tmp/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
+      pid=$(cat $PIDS/bg.pid 2>/dev/null); deadline=$((SECONDS + ${WAIT_S:-540}))
       while [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 5; done
       if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then echo "still running (pid $pid)"; else echo "done"; fi
       [ -f "$OUT/engine-tests.log" ] && { echo "--- engine tests (rc $(cat "$OUT/engine-tests.rc" 2>/dev/null || echo running))"; tail -5 "$OUT/engine-tests.log"; }
+      for d in "$OUT"/same-run-[0-9]*; do     # same-runs' folders: each run's status and summary
+        if [ -f "$d/run.log" ]; then
+          echo "--- $d (rc $(cat "$d/rc" 2>/dev/null || echo running)): $(grep -E "^pass: " "$d/run.log" | tail -1)"; fi
+      done
       for log in "$OUT"/same-run/run.log "$OUT"/same-run-pytest/pytest.log "$OUT"/golden-bg/pytest.log; do
-        [ -f "$log" ] && { echo "--- $log"; tail -c 6000 "$log"; }
+        if [ -f "$log" ]; then echo "--- $log"; tail -c 6000 "$log"; fi
       done
       ;;
     *) echo "unknown step $step"; exit 2 ;;
